@@ -59,7 +59,10 @@ fn message() -> Message {
         .with_content(beehive::Bytes::from_static(&[0u8; 64]))
 }
 
-fn sinks(n: usize, target: u64) -> (Runtime, Vec<(Arc<AtomicU64>, Arc<Notify>)>) {
+/// A sink's message count and its "target reached" signal.
+type Probe = (Arc<AtomicU64>, Arc<Notify>);
+
+fn sinks(n: usize, target: u64) -> (Runtime, Vec<Probe>) {
     let mut rt = Runtime::new();
     let mut probes = Vec::new();
     for i in 0..n {

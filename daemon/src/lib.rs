@@ -3,11 +3,15 @@
 //! lookups through a trait tests can replace; logging set-up; waiting for a stop signal.
 #![forbid(unsafe_code)]
 
+pub mod cli;
 mod config;
+pub mod core;
 pub mod duration;
 mod env;
 mod logging;
+pub mod monitor;
 
+pub use crate::core::{CommonConfig, Core, MonitorServer};
 pub use config::{ConfigError, load_yaml, parse_yaml, to_yaml};
 pub use env::{Env, OsEnv};
 pub use logging::{LogFormat, init_logging};

@@ -1,0 +1,38 @@
+//! `cloudcore.yaml`: one section per module, each with an `enable` flag. Sections appear here
+//! as their modules are built; an unknown section or key is an error that names it.
+
+use daemon::CommonConfig;
+use serde::{Deserialize, Serialize};
+
+/// The whole `cloudcore.yaml`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// Default `cloudcore.config.kubeedge.io/v1alpha1`.
+    pub api_version: String,
+    /// Default `CloudCore`.
+    pub kind: String,
+    /// Monitor listener, grace period, mailbox size.
+    pub common_config: CommonConfig,
+    /// One section per module.
+    pub modules: Modules,
+}
+
+/// The `modules` section. No cloud module is built yet, so it is empty.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct Modules {}
+
+pub const API_VERSION: &str = "cloudcore.config.kubeedge.io/v1alpha1";
+pub const KIND: &str = "CloudCore";
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            api_version: API_VERSION.into(),
+            kind: KIND.into(),
+            common_config: CommonConfig::default(),
+            modules: Modules::default(),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! What every daemon runs under its modules: the beehive runtime, the monitor listener, one
+//! shutdown token and a task tracker, configured by the `commonConfig` section.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use beehive::{Context, ModuleState, Runtime};
+use prometheus_client::registry::Registry;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::cli::Stoppable;
+use crate::monitor;
+
+/// The `commonConfig` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct CommonConfig {
+    /// Health and metrics listener.
+    pub monitor_server: MonitorServer,
+    /// How long modules get to stop after a stop signal. Default `10s`.
+    #[serde(with = "crate::duration")]
+    pub shutdown_grace_period: Duration,
+    /// Capacity of each module's mailbox. Default 1024.
+    pub mailbox_size: NonZeroUsize,
+}
+
+/// The `commonConfig.monitorServer` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct MonitorServer {
+    /// Serve `/healthz`, `/readyz` and `/metrics`. Default true.
+    pub enable: bool,
+    /// Listen address. Default `127.0.0.1:9091` for cloudcore, `127.0.0.1:10352` for edgecore.
+    pub bind_address: SocketAddr,
+}
+
+/// A running daemon core.
+pub struct Core {
+    runtime: beehive::Running,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+    grace: Duration,
+    monitor_addr: Option<SocketAddr>,
+}
+
+/// Fills a metrics registry with a daemon's own metrics on each scrape.
+pub type ExtraMetrics = Arc<dyn Fn(&mut Registry) + Send + Sync>;
+
+// === impl CommonConfig ===
+
+impl CommonConfig {
+    /// Defaults with the given monitor address.
+    pub fn with_monitor(bind_address: SocketAddr) -> Self {
+        CommonConfig {
+            monitor_server: MonitorServer {
+                enable: true,
+                bind_address,
+            },
+            shutdown_grace_period: Duration::from_secs(10),
+            mailbox_size: NonZeroUsize::new(beehive::DEFAULT_MAILBOX).expect("1024 is not zero"),
+        }
+    }
+}
+
+impl Default for CommonConfig {
+    fn default() -> Self {
+        Self::with_monitor(SocketAddr::from(([127, 0, 0, 1], 9091)))
+    }
+}
+
+impl Default for MonitorServer {
+    fn default() -> Self {
+        CommonConfig::default().monitor_server
+    }
+}
+
+// === impl Core ===
+
+impl Core {
+    /// Starts the modules registered in `runtime` and the monitor listener.
+    pub async fn start(
+        name: &'static str,
+        common: &CommonConfig,
+        runtime: Runtime,
+        extra: Option<ExtraMetrics>,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Core> {
+        let runtime = runtime.start(shutdown.clone())?;
+        let tasks = TaskTracker::new();
+        let monitor_addr = match common.monitor_server.enable {
+            false => None,
+            true => {
+                let ctx = runtime.context();
+                let collect: monitor::Collect = Arc::new(move |reg: &mut Registry| {
+                    monitor::register_beehive(reg, ctx.stats());
+                    if let Some(extra) = &extra {
+                        extra(reg);
+                    }
+                });
+                let addr = common.monitor_server.bind_address;
+                let bound = monitor::serve(addr, collect, shutdown.clone(), &tasks)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("binding the monitor server on {addr}: {e}"))?;
+                tracing::info!(%bound, "{name} monitor server listening (/healthz, /readyz, /metrics)");
+                Some(bound)
+            }
+        };
+        tracing::info!(modules = ?runtime.modules(), "{name} modules started");
+        Ok(Core {
+            runtime,
+            tasks,
+            shutdown,
+            grace: common.shutdown_grace_period,
+            monitor_addr,
+        })
+    }
+
+    /// Where the monitor server listens, if enabled.
+    pub fn monitor_addr(&self) -> Option<SocketAddr> {
+        self.monitor_addr
+    }
+
+    /// A context for sending into the module runtime.
+    pub fn context(&self) -> Context {
+        self.runtime.context()
+    }
+
+    /// The state of one module.
+    pub fn module_state(&self, name: &str) -> Option<ModuleState> {
+        self.runtime.state(name)
+    }
+
+    /// The tracker daemon tasks outside the modules should be spawned on.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.tasks
+    }
+}
+
+impl Stoppable for Core {
+    fn grace_period(&self) -> Duration {
+        self.grace
+    }
+
+    async fn finished(&self) {
+        // With no module and nothing else to do, a daemon still runs until told to stop.
+        std::future::pending::<()>().await
+    }
+
+    async fn stop(self) -> Vec<String> {
+        self.shutdown.cancel();
+        let report = self.runtime.shutdown(self.grace).await;
+        self.tasks.close();
+        let mut stuck: Vec<String> = report.timed_out.iter().map(|m| m.to_string()).collect();
+        if tokio::time::timeout(self.grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            stuck.push("listeners".into());
+        }
+        stuck
+    }
+}

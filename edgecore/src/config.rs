@@ -1,0 +1,40 @@
+//! `edgecore.yaml`: one section per module, each with an `enable` flag. Sections appear here
+//! as their modules are built; an unknown section or key is an error that names it.
+
+use std::net::SocketAddr;
+
+use daemon::CommonConfig;
+use serde::{Deserialize, Serialize};
+
+/// The whole `edgecore.yaml`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// Default `edgecore.config.kubeedge.io/v1alpha2`.
+    pub api_version: String,
+    /// Default `EdgeCore`.
+    pub kind: String,
+    /// Monitor listener, grace period, mailbox size.
+    pub common_config: CommonConfig,
+    /// One section per module.
+    pub modules: Modules,
+}
+
+/// The `modules` section. No edge module is built yet, so it is empty.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct Modules {}
+
+pub const API_VERSION: &str = "edgecore.config.kubeedge.io/v1alpha2";
+pub const KIND: &str = "EdgeCore";
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            api_version: API_VERSION.into(),
+            kind: KIND.into(),
+            common_config: CommonConfig::with_monitor(SocketAddr::from(([127, 0, 0, 1], 10352))),
+            modules: Modules::default(),
+        }
+    }
+}

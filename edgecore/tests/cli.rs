@@ -1,0 +1,45 @@
+//! The edgecore binary, run as a user runs it.
+
+use std::path::Path;
+
+use testkit::daemon_cli;
+
+const BIN: &str = env!("CARGO_BIN_EXE_edgecore");
+const CONF: &str = include_str!("../../conf/edgecore.yaml");
+
+#[tokio::test]
+async fn starts_from_the_example_config_and_stops_on_sigterm() {
+    let config = CONF.replace("127.0.0.1:10352", "127.0.0.1:0");
+    daemon_cli::starts_serves_and_stops(Path::new(BIN), &config).await;
+}
+
+#[test]
+fn prints_default_and_minimal_configs_it_accepts() {
+    daemon_cli::prints_configs_it_accepts(Path::new(BIN), |text| {
+        daemon::parse_yaml::<edgecore::Config>(Path::new("stdout"), text)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    });
+}
+
+#[test]
+fn a_misspelt_key_is_named_with_file_and_line() {
+    let config = CONF.replace("    bindAddress:", "    bindAdress:");
+    let line = config
+        .lines()
+        .position(|l| l.contains("bindAdress"))
+        .unwrap()
+        + 1;
+    daemon_cli::refuses_a_bad_key_by_name(
+        Path::new(BIN),
+        &config,
+        "commonConfig.monitorServer",
+        Some(line),
+    );
+}
+
+#[test]
+fn a_wrong_kind_is_refused() {
+    let config = CONF.replace("kind: EdgeCore", "kind: CloudCore");
+    daemon_cli::refuses_a_bad_key_by_name(Path::new(BIN), &config, "kind", None);
+}
