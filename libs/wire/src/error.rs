@@ -1,0 +1,92 @@
+//! Errors of the link protocol. Every error caused by a peer's bytes or frames ends that one
+//! session; none of them panics.
+
+use beehive::Message;
+
+/// Bytes could not be decoded into a [`Frame`](crate::Frame).
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The input is empty.
+    #[error("empty frame")]
+    Empty,
+    /// The frame is larger than this end accepts.
+    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge { len: u64, max: usize },
+    /// The format byte is not one this build reads.
+    #[error("frame format {found} is not supported (this build reads format {supported})")]
+    UnsupportedFormat { found: u8, supported: u8 },
+    /// The MessagePack body does not describe a frame.
+    #[error("malformed frame body")]
+    Malformed(#[source] rmp_serde::decode::Error),
+    /// A whole frame was read but bytes were left over.
+    #[error("{count} trailing bytes after the frame")]
+    TrailingBytes { count: usize },
+    /// The stream reader failed earlier and reads nothing more.
+    #[error("frame stream already failed")]
+    StreamFailed,
+}
+
+/// An ack from the peer does not fit what was sent: the peer is broken or hostile.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AckError {
+    /// The ack covers a sequence number that was never sent in this session.
+    #[error("ack for seq {seq} but the highest seq sent is {highest_sent}")]
+    BeyondSent { seq: u64, highest_sent: u64 },
+    /// A selective range ends before it starts.
+    #[error("selective ack range {start}..={end} is inverted")]
+    InvertedRange { start: u64, end: u64 },
+    /// The ack carries more selective ranges than the protocol allows.
+    #[error("ack carries {count} selective ranges, more than the limit of {max}")]
+    TooManyRanges { count: usize, max: usize },
+}
+
+/// A data frame or an application report does not fit the receiver's state.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RecvError {
+    /// Sequence number 0 is never used; sequence spaces start at 1.
+    #[error("seq 0 is not a valid sequence number")]
+    ZeroSeq,
+    /// The peer sent past the receive window it was given.
+    #[error("seq {seq} is beyond the receive window (highest acceptable is {limit})")]
+    BeyondWindow { seq: u64, limit: u64 },
+    /// The application reported on a seq that is not delivered and unprocessed.
+    #[error("seq {seq} is not waiting to be processed")]
+    NotPending { seq: u64 },
+}
+
+/// The per-node queue is full and refused a message for a key it does not hold.
+///
+/// The message is handed back; the caller counts the refusal and recovers with a resync (the
+/// next reconnect diffs the whole inventory), so nothing is lost silently.
+#[derive(Debug, thiserror::Error)]
+#[error("queue is full ({capacity} keys pending), refused {key:?}")]
+pub struct QueueFull {
+    /// The key that was refused.
+    pub key: String,
+    /// The refused message, handed back.
+    pub msg: Box<Message>,
+    /// The capacity of the queue in keys.
+    pub capacity: usize,
+}
+
+/// An inventory sent by the edge during resync is not acceptable.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InventoryError {
+    /// The inventory holds more entries than the cloud accepts.
+    #[error("inventory exceeds the limit of {max} entries")]
+    TooManyEntries { max: usize },
+    /// The same key appears twice in one inventory.
+    #[error("key {key:?} appears twice in the inventory")]
+    DuplicateKey { key: String },
+    /// An inventory chunk arrived after the last one.
+    #[error("inventory chunk after the last one")]
+    AfterLast,
+}
+
+/// The send window holds as many messages as it may; the message is handed back.
+#[derive(Debug, thiserror::Error)]
+#[error("send window is full")]
+pub struct WindowFull {
+    /// The refused message, handed back.
+    pub msg: Box<Message>,
+}
