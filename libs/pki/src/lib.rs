@@ -1,0 +1,255 @@
+//! pki: the certificates the hubs use for mutual TLS. A self-signed CA issues a server
+//! certificate for cloudhub and one certificate per node with CN `system:node:<name>` and
+//! O `system:nodes` (KubeEdge's and Kubernetes' convention). A node's identity is read back from
+//! the certificate it presented. All TLS configs use the ring provider explicitly.
+#![forbid(unsafe_code)]
+
+mod error;
+mod tls;
+
+use std::path::Path;
+use std::time::Duration;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls::pki_types::CertificateDer;
+
+pub use error::PkiError;
+pub use tls::{client_config, server_config};
+
+/// CN prefix of node certificates.
+pub const NODE_CN_PREFIX: &str = "system:node:";
+/// Organization of node certificates.
+pub const NODES_GROUP: &str = "system:nodes";
+
+/// A certificate authority: its certificate and signing key.
+pub struct Ca {
+    cert_pem: String,
+    key: KeyPair,
+}
+
+/// A certificate with its private key, both PEM.
+#[derive(Clone, Debug)]
+pub struct CertifiedKey {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+// === impl Ca ===
+
+impl Ca {
+    /// A new self-signed CA valid for `validity`.
+    pub fn generate(common_name: &str, validity: Duration) -> Result<Ca, PkiError> {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name(common_name, None);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        set_validity(&mut params, validity);
+        let cert = params.self_signed(&key)?;
+        Ok(Ca {
+            cert_pem: cert.pem(),
+            key,
+        })
+    }
+
+    /// A CA from its PEM certificate and key.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Ca, PkiError> {
+        let key = KeyPair::from_pem(key_pem).map_err(|_| PkiError::Pem {
+            what: "CA private key",
+        })?;
+        first_cert(cert_pem)?;
+        Ok(Ca {
+            cert_pem: cert_pem.to_string(),
+            key,
+        })
+    }
+
+    /// Loads the CA from files, or makes one and writes it there if neither file exists.
+    pub fn load_or_generate(
+        cert_path: &Path,
+        key_path: &Path,
+        common_name: &str,
+    ) -> Result<Ca, PkiError> {
+        if cert_path.exists() || key_path.exists() {
+            return Ca::from_pem(&read(cert_path)?, &read(key_path)?);
+        }
+        let ca = Ca::generate(common_name, Duration::from_secs(100 * 365 * 86400))?;
+        write(cert_path, ca.cert_pem())?;
+        write(key_path, &ca.key_pem())?;
+        Ok(ca)
+    }
+
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
+    /// The CA certificate in DER.
+    pub fn cert_der(&self) -> Result<CertificateDer<'static>, PkiError> {
+        first_cert(&self.cert_pem)
+    }
+
+    /// A server certificate for `dns_names` and IP addresses (given as strings in `hosts`).
+    pub fn issue_server(
+        &self,
+        hosts: &[String],
+        validity: Duration,
+    ) -> Result<CertifiedKey, PkiError> {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name("kubeedge-cloudhub", None);
+        params.subject_alt_names = hosts.iter().map(|h| san(h)).collect::<Result<_, _>>()?;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        self.sign(params, validity)
+    }
+
+    /// A client certificate for node `node`: CN `system:node:<node>`, O `system:nodes`.
+    pub fn issue_node(&self, node: &str, validity: Duration) -> Result<CertifiedKey, PkiError> {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name(&format!("{NODE_CN_PREFIX}{node}"), Some(NODES_GROUP));
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        self.sign(params, validity)
+    }
+
+    /// Signs a node's CSR. The CSR must name `system:node:<node>`; the subject is set by the CA,
+    /// whatever else the CSR asked for. Returns the certificate PEM.
+    pub fn sign_node_csr(
+        &self,
+        csr_pem: &str,
+        node: &str,
+        validity: Duration,
+    ) -> Result<String, PkiError> {
+        let csr = CertificateSigningRequestParams::from_pem(csr_pem)
+            .map_err(|e| PkiError::Csr(format!("unreadable CSR: {e}")))?;
+        let asked = match csr.params.distinguished_name.get(&DnType::CommonName) {
+            Some(rcgen::DnValue::Utf8String(s)) => Some(s.clone()),
+            Some(rcgen::DnValue::PrintableString(s)) => Some(s.as_str().to_string()),
+            _ => None,
+        };
+        let want = format!("{NODE_CN_PREFIX}{node}");
+        if asked.as_deref() != Some(want.as_str()) {
+            return Err(PkiError::Csr(format!(
+                "CSR common name {asked:?} is not {want:?}"
+            )));
+        }
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name(&want, Some(NODES_GROUP));
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        set_validity(&mut params, validity);
+        let signed = CertificateSigningRequestParams {
+            params,
+            public_key: csr.public_key,
+        };
+        let issuer = Issuer::from_ca_cert_pem(&self.cert_pem, &self.key)?;
+        Ok(signed.signed_by(&issuer)?.pem())
+    }
+
+    fn sign(
+        &self,
+        mut params: CertificateParams,
+        validity: Duration,
+    ) -> Result<CertifiedKey, PkiError> {
+        set_validity(&mut params, validity);
+        let key = KeyPair::generate()?;
+        let issuer = Issuer::from_ca_cert_pem(&self.cert_pem, &self.key)?;
+        let cert = params.signed_by(&key, &issuer)?;
+        Ok(CertifiedKey {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+/// A new key and a CSR for node `node` (what `keadm join` sends to the cert service).
+pub fn node_csr(node: &str) -> Result<(String, String), PkiError> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = name(&format!("{NODE_CN_PREFIX}{node}"), Some(NODES_GROUP));
+    let csr = params.serialize_request(&key)?;
+    Ok((csr.pem()?, key.serialize_pem()))
+}
+
+/// The node name of a peer certificate: the CN after `system:node:`, if the certificate has
+/// O `system:nodes`. `None` for anything else.
+pub fn node_name(cert: &CertificateDer<'_>) -> Option<String> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let subject = parsed.subject();
+    let in_group = subject
+        .iter_organization()
+        .any(|o| o.as_str() == Ok(NODES_GROUP));
+    let cn = subject.iter_common_name().next()?.as_str().ok()?;
+    let node = cn.strip_prefix(NODE_CN_PREFIX)?;
+    (in_group && !node.is_empty()).then(|| node.to_string())
+}
+
+/// The first certificate in a PEM text.
+pub fn first_cert(pem: &str) -> Result<CertificateDer<'static>, PkiError> {
+    certs(pem)?.into_iter().next().ok_or(PkiError::Pem {
+        what: "certificate",
+    })
+}
+
+/// Every certificate in a PEM text.
+pub fn certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, PkiError> {
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| PkiError::Pem {
+            what: "certificate",
+        })
+}
+
+fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    if let Some(o) = organization {
+        dn.push(DnType::OrganizationName, o);
+    }
+    dn
+}
+
+fn san(host: &str) -> Result<SanType, PkiError> {
+    Ok(match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => SanType::IpAddress(ip),
+        Err(_) => SanType::DnsName(host.try_into()?),
+    })
+}
+
+fn set_validity(params: &mut CertificateParams, validity: Duration) {
+    let now = std::time::SystemTime::now();
+    // Backdate a little so peers with slightly slow clocks accept a fresh certificate.
+    params.not_before = (now - Duration::from_secs(300)).into();
+    params.not_after = (now + validity).into();
+}
+
+fn read(path: &Path) -> Result<String, PkiError> {
+    std::fs::read_to_string(path).map_err(|source| PkiError::Io {
+        op: "reading",
+        path: path.into(),
+        source,
+    })
+}
+
+fn write(path: &Path, text: &str) -> Result<(), PkiError> {
+    let io = |source| PkiError::Io {
+        op: "writing",
+        path: path.into(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    std::fs::write(path, text).map_err(|source| PkiError::Io {
+        op: "writing",
+        path: path.into(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,74 @@
+//! rustls configs for the hubs, always with the ring provider.
+
+use std::sync::Arc;
+
+use rustls::pki_types::PrivateKeyDer;
+use rustls::pki_types::pem::PemObject;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+
+use crate::{PkiError, certs};
+
+/// A server config presenting `cert_pem`/`key_pem`. With `client_ca_pem`, every client must
+/// present a certificate signed by that CA (mutual TLS); without, no client certificate is asked.
+pub fn server_config(
+    client_ca_pem: Option<&str>,
+    cert_pem: &str,
+    key_pem: &str,
+    alpn: &[&[u8]],
+) -> Result<ServerConfig, PkiError> {
+    let builder =
+        ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder = match client_ca_pem {
+        Some(ca) => {
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider())
+                    .build()?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(certs(cert_pem)?, key(key_pem)?)?;
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(config)
+}
+
+/// A client config trusting `ca_pem` and presenting `cert_pem`/`key_pem` when both are given.
+pub fn client_config(
+    ca_pem: &str,
+    identity: Option<(&str, &str)>,
+    alpn: &[&[u8]],
+) -> Result<ClientConfig, PkiError> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots(ca_pem)?);
+    let mut config = match identity {
+        Some((cert, k)) => builder.with_client_auth_cert(certs(cert)?, key(k)?)?,
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(config)
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn roots(ca_pem: &str) -> Result<RootCertStore, PkiError> {
+    let mut store = RootCertStore::empty();
+    for cert in certs(ca_pem)? {
+        store.add(cert)?;
+    }
+    if store.is_empty() {
+        return Err(PkiError::Pem {
+            what: "CA certificate",
+        });
+    }
+    Ok(store)
+}
+
+fn key(pem: &str) -> Result<PrivateKeyDer<'static>, PkiError> {
+    PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(|_| PkiError::Pem {
+        what: "private key",
+    })
+}
