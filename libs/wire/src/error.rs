@@ -90,3 +90,23 @@ pub struct WindowFull {
     /// The refused message, handed back.
     pub msg: Box<Message>,
 }
+
+/// The opening exchange failed; the connection closes.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum HandshakeError {
+    /// The node id in `Hello` differs from the one in the client certificate.
+    #[error("node claims to be {claimed:?} but its certificate says {certified:?}")]
+    NodeMismatch { claimed: String, certified: String },
+    /// The two ends share no protocol version.
+    #[error("no common protocol version (peer offered {offered:?})")]
+    NoCommonVersion { offered: Vec<u16> },
+    /// The cloud refused the session.
+    #[error("session refused: {reason}")]
+    Refused {
+        reason: String,
+        retry_after: Option<std::time::Duration>,
+    },
+    /// A frame other than the expected answer arrived first.
+    #[error("unexpected {kind} frame during the handshake")]
+    Unexpected { kind: &'static str },
+}

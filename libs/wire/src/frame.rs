@@ -79,7 +79,7 @@ pub struct Hello {
     pub protocol_versions: Vec<u16>,
     /// The node name; the cloud checks it against the client certificate.
     pub node_id: String,
-    /// The digest of what the edge store holds (see [`crate::digest`]).
+    /// The digest of what the edge store holds (see [`mod@crate::digest`]).
     pub inventory_digest: Digest,
     /// What the edge accepts.
     pub limits: Limits,

@@ -11,6 +11,10 @@
 //! decoder checks the size against a limit before parsing, never panics on bad bytes, and never
 //! allocates more than the input holds. Bad bytes end that one session.
 //!
+//! A connection opens with `Hello` from the edge; the cloud checks it with [`answer_hello`] (the
+//! node id must match the client certificate, a protocol version must be shared) and answers
+//! `Welcome` or `Refuse`.
+//!
 //! | frame | direction | meaning |
 //! |---|---|---|
 //! | `Hello` | edge → cloud | node id, protocol versions, inventory digest, limits, previous session |
@@ -66,7 +70,7 @@
 //! should hold is equal, the cloud sends `ResyncDone { 0, 0 }`. Otherwise it sends
 //! `InventoryRequest`, the edge sends its inventory in chunks ([`inventory_frames`]), and the
 //! cloud queues only the differences ([`plan_resync`]), deletes included, then `ResyncDone` once
-//! they are all acked ([`ResyncProgress`]). See [`resync`] and [`digest`] for the details and the
+//! they are all acked ([`ResyncProgress`]). See [`resync`] and [`mod@digest`] for the details and the
 //! canonical digest definition.
 //!
 //! # Limits
@@ -80,6 +84,7 @@
 pub mod digest;
 mod error;
 pub mod frame;
+mod handshake;
 mod keepalive;
 mod outbound;
 mod queue;
@@ -91,13 +96,16 @@ mod window;
 mod testing;
 
 pub use digest::{Digest, digest, entry_hash, object_key};
-pub use error::{AckError, FrameError, InventoryError, QueueFull, RecvError, WindowFull};
+pub use error::{
+    AckError, FrameError, HandshakeError, InventoryError, QueueFull, RecvError, WindowFull,
+};
 pub use frame::{
     Ack, DEFAULT_MAX_FRAME, FRAME_FORMAT, Frame, FrameReader, Hello, InventoryEntry,
     LENGTH_PREFIX_LEN, Limits, MAX_ACK_RANGES, PROTOCOL_VERSION, Resume,
     SUPPORTED_PROTOCOL_VERSIONS, Welcome, choose_version, decode, encode, encode_into,
     encode_prefixed,
 };
+pub use handshake::{Accepted, HelloCheck, ResyncStart, answer_hello, read_welcome};
 pub use keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
 pub use outbound::{Acked, Outbound};
 pub use queue::{KeyedQueue, Pushed};
