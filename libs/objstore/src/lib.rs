@@ -1,0 +1,80 @@
+//! objstore: the SQLite object store shared by the edge store (metamanager) and the embedded
+//! Kubernetes API server. Writers hand it read-modify-write closures; readers list, get and
+//! watch; edgehub keeps its upstream outbox in the same file.
+//!
+//! # Design
+//!
+//! **One file, one writer.** A [`Store`] owns one SQLite database in WAL mode
+//! (`synchronous=FULL` by default, see [`StoreConfig`]). A dedicated std thread owns the only
+//! write connection; every write is a job sent to it over a bounded channel.
+//!
+//! **Group commit.** The writer takes every job already queued (up to
+//! [`StoreConfig::max_batch`] mutations), runs them in order inside one `BEGIN IMMEDIATE`
+//! transaction, commits once (one fsync for the whole batch), publishes the changes to
+//! watchers, and only then answers each caller. If anything fails (SQLite error, a panicking
+//! closure, the commit) the transaction rolls back and every caller of the batch gets the
+//! error: an `Ok` always means "on disk". [`Stats::commits`] counts transactions.
+//!
+//! **Read-modify-write.** [`Store::mutate`] runs a closure on the writer thread with the
+//! object's current state, which includes writes made earlier in the same batch, and the
+//! revision a change would get. The closure returns a [`Mutation`] (`Put`, `Delete`, `Keep`)
+//! plus a value for the caller, so preconditions (optimistic concurrency, "never overwrite a
+//! newer version", uid-checked deletes) are evaluated atomically. [`Store::mutate_many`] runs
+//! many in one transaction; [`Store::put`] and [`Store::delete`] are the unconditional forms.
+//!
+//! **Revisions.** One global counter, persisted in the same transaction as the change: every
+//! `Put` and every effective `Delete` takes the next value; `Keep` takes none. It survives
+//! restarts and is never reused, not even after deletes and compaction. The resourceVersion
+//! stored with an object is whatever the writer gave (opaque); the apiserver can use the
+//! revision handed to its closure, the edge keeps the cloud's.
+//!
+//! **Change log.** Each change also appends a row (revision, key, ADDED/MODIFIED/DELETED, the
+//! object, for deletions its last state, and the previous labels/fields when they changed) in
+//! the same transaction. The writer compacts rows older than [`StoreConfig::retention`]
+//! revisions, a bounded step per batch; [`Store::compacted_revision`] is the floor.
+//!
+//! **Reads.** [`Store::get`], [`Store::list`] and [`Store::inventory`] run on a small pool of
+//! WAL reader connections in `spawn_blocking`, so they never wait for the writer. A list reads
+//! its items and the revision in one read transaction. Every entry of an object's `fields` map
+//! is indexed (`spec.nodeName`, `status.phase`, ...); label and predicate filters run in Rust.
+//!
+//! **Watch.** [`Store::watch`] replays the change log after `from_revision` and then switches
+//! to live events without gap or duplicate (see [`watch`]). A revision below the compaction
+//! floor fails with [`StoreError::Expired`]. Each watcher has a bounded buffer; the writer
+//! only ever `try_send`s, and a watcher whose buffer is full is ended with
+//! [`StoreError::WatcherLagged`] instead of slowing anything down. Filters follow Kubernetes:
+//! an object that starts matching arrives as ADDED, one that stops matching as DELETED.
+//!
+//! **Inventory digest.** [`digest`] defines an order-independent hash of `(key,
+//! resourceVersion)` pairs that the cloud can compute from its own data.
+//!
+//! **Outbox.** [`Store::outbox_put`] / [`Store::outbox_peek`] / [`Store::outbox_ack`] keep the
+//! upstream queue in the same database, written through the same group commit, coalesced by
+//! key (see [`outbox`]).
+//!
+//! **Bad files.** A garbage or truncated file fails with [`StoreError::Corrupt`] naming the
+//! path, or, with [`OnCorrupt::Rebuild`], is moved aside to `<path>.corrupt-<unix-ts>` and
+//! replaced by an empty store (logged as a warning; nothing is deleted).
+
+#![forbid(unsafe_code)]
+
+mod config;
+mod db;
+pub mod digest;
+mod error;
+mod filter;
+mod object;
+pub mod outbox;
+mod read;
+mod store;
+pub mod watch;
+mod writer;
+
+pub use config::{OnCorrupt, StoreConfig, Synchronous};
+pub use digest::Digest;
+pub use error::StoreError;
+pub use filter::{Filter, InventoryFilter, ListOptions, ListResult, Predicate};
+pub use object::{Applied, Mutation, NewObject, ObjKey, StoredObject};
+pub use outbox::OutboxEntry;
+pub use store::{ManyResults, Stats, Store};
+pub use watch::{EventKind, WatchEvent, WatchOptions, Watcher};

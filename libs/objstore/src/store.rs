@@ -1,0 +1,326 @@
+//! The public handle.
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::StoreConfig;
+use crate::db;
+use crate::digest::Digest;
+use crate::error::StoreError;
+use crate::filter::{InventoryFilter, ListOptions, ListResult};
+use crate::object::{Applied, Mutation, NewObject, ObjKey, StoredObject};
+use crate::outbox::OutboxEntry;
+use crate::read::{self, ReadPool};
+use crate::watch::{Hub, WatchOptions, Watcher};
+use crate::writer::{Batch, Finish, Job, Writer};
+
+/// A cheap, clonable handle to one store file. The writer thread stops when the last handle
+/// is dropped (after finishing the jobs already queued).
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+/// Counters for observing the writer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Committed write transactions (one per group-commit batch).
+    pub commits: u64,
+    /// Jobs (mutate / mutate_many / outbox calls) answered by committed batches.
+    pub jobs: u64,
+    /// Revisions consumed (object changes written to the change log).
+    pub changes: u64,
+    /// Batches rolled back.
+    pub failed_batches: u64,
+    /// Watchers currently registered for live events.
+    pub watchers: usize,
+}
+
+struct Inner {
+    path: PathBuf,
+    jobs: Option<mpsc::Sender<Job>>,
+    writer: Mutex<Option<thread::JoinHandle<()>>>,
+    shared: Arc<Shared>,
+    readers: Arc<ReadPool>,
+}
+
+/// State the writer updates and handles read.
+#[derive(Default)]
+pub(crate) struct Shared {
+    pub(crate) revision: AtomicU64,
+    pub(crate) compacted: AtomicU64,
+    pub(crate) hub: Hub,
+    pub(crate) stats: Counters,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) commits: AtomicU64,
+    pub(crate) jobs: AtomicU64,
+    pub(crate) changes: AtomicU64,
+    pub(crate) failed_batches: AtomicU64,
+}
+
+/// The result of [`Store::mutate_many`]: one entry per item, in order.
+pub type ManyResults<T, E> = Vec<Result<Applied<T>, E>>;
+
+// === impl Store ===
+
+impl Store {
+    /// Opens (creating if needed) the store at `path` and starts its writer thread.
+    /// Blocks briefly on file I/O (and `quick_check` when `verify_on_open`).
+    pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_owned();
+        let (conn, meta) = db::open_writer(&path, &config)?;
+        let shared = Arc::new(Shared::default());
+        shared.revision.store(meta.revision, Ordering::Release);
+        shared.compacted.store(meta.compacted, Ordering::Release);
+        shared.hub.start_at(meta.revision);
+        let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
+        let writer =
+            Writer::spawn(conn, meta, rx, shared.clone(), &config).map_err(StoreError::Spawn)?;
+        let readers = Arc::new(ReadPool::new(path.clone(), config));
+        let inner = Inner {
+            path,
+            jobs: Some(tx),
+            writer: Mutex::new(Some(writer)),
+            shared,
+            readers,
+        };
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The latest committed revision (every change up to it is visible to reads and has been
+    /// offered to watchers).
+    pub fn revision(&self) -> u64 {
+        self.inner.shared.revision.load(Ordering::Acquire)
+    }
+
+    /// Changes at or below this revision are no longer in the change log.
+    pub fn compacted_revision(&self) -> u64 {
+        self.inner.shared.compacted.load(Ordering::Acquire)
+    }
+
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.shared.stats;
+        Stats {
+            commits: c.commits.load(Ordering::Relaxed),
+            jobs: c.jobs.load(Ordering::Relaxed),
+            changes: c.changes.load(Ordering::Relaxed),
+            failed_batches: c.failed_batches.load(Ordering::Relaxed),
+            watchers: self.inner.shared.hub.watchers(),
+        }
+    }
+
+    /// Read-modify-write of one object inside the writer's transaction.
+    ///
+    /// `f` gets the current state (including writes made earlier in the same batch) and the
+    /// revision a change would get, and decides. `Ok(Err(e))` is the closure's own refusal
+    /// (nothing written); `Err(_)` means the batch did not commit. The closure runs on the
+    /// writer thread: keep it short and non-blocking.
+    pub async fn mutate<T, E, F>(
+        &self,
+        key: ObjKey,
+        f: F,
+    ) -> Result<Result<Applied<T>, E>, StoreError>
+    where
+        F: FnOnce(Option<&StoredObject>, u64) -> Result<(Mutation, T), E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let mut results = self.mutate_many(vec![(key, f)]).await?;
+        // mutate_many answers exactly one result per item on success.
+        Ok(results.pop().expect("one result per item"))
+    }
+
+    /// Runs several read-modify-writes, in order, in one transaction: either all of their
+    /// outcomes commit or the call fails. Each item's closure sees the earlier items' writes.
+    pub async fn mutate_many<T, E, F>(
+        &self,
+        items: Vec<(ObjKey, F)>,
+    ) -> Result<ManyResults<T, E>, StoreError>
+    where
+        F: FnOnce(Option<&StoredObject>, u64) -> Result<(Mutation, T), E> + Send + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let weight = items.len().max(1);
+        self.submit(weight, move |batch| {
+            let mut results = Vec::with_capacity(items.len());
+            for (key, f) in items {
+                match batch.mutate(key, f) {
+                    Some(result) => results.push(result),
+                    None => break,
+                }
+            }
+            results
+        })
+        .await
+    }
+
+    /// Creates or replaces an object unconditionally.
+    pub async fn put(
+        &self,
+        key: ObjKey,
+        object: NewObject,
+    ) -> Result<Arc<StoredObject>, StoreError> {
+        let applied = self
+            .mutate(key, move |_, _| {
+                Ok::<_, Infallible>((Mutation::Put(object), ()))
+            })
+            .await?;
+        let Ok(applied) = applied;
+        // A committed put always leaves the object present.
+        Ok(applied.object.expect("put leaves the object present"))
+    }
+
+    /// Deletes an object; returns its last state, `None` if it did not exist.
+    pub async fn delete(&self, key: &ObjKey) -> Result<Option<StoredObject>, StoreError> {
+        let applied = self
+            .mutate(key.clone(), |current, _| {
+                Ok::<_, Infallible>((Mutation::Delete, current.cloned()))
+            })
+            .await?;
+        let Ok(Applied { output, .. }) = applied;
+        Ok(output)
+    }
+
+    pub async fn get(&self, key: &ObjKey) -> Result<Option<Arc<StoredObject>>, StoreError> {
+        let key = key.clone();
+        let found = self
+            .inner
+            .readers
+            .run(move |conn| read::get(conn, &key))
+            .await?;
+        Ok(found.map(Arc::new))
+    }
+
+    /// Lists current objects in `(namespace, name)` order, with the snapshot revision.
+    pub async fn list(&self, opts: ListOptions) -> Result<ListResult, StoreError> {
+        self.inner
+            .readers
+            .run(move |conn| read::list(conn, &opts))
+            .await
+    }
+
+    /// Watches changes after `opts.from_revision`: history from the change log, then live.
+    pub fn watch(&self, opts: WatchOptions) -> Result<Watcher, StoreError> {
+        let shared = &self.inner.shared;
+        let compacted = shared.compacted.load(Ordering::Acquire);
+        shared
+            .hub
+            .register(opts, compacted, self.inner.readers.clone())
+    }
+
+    /// `(key, resourceVersion)` of every object selected by `filter`, in no particular order.
+    pub async fn inventory(
+        &self,
+        filter: InventoryFilter,
+    ) -> Result<Vec<(ObjKey, String)>, StoreError> {
+        self.inner
+            .readers
+            .run(move |conn| read::inventory(conn, &filter))
+            .await
+    }
+
+    /// The [`Digest`] of `inventory(filter)`.
+    pub async fn digest(&self, filter: InventoryFilter) -> Result<Digest, StoreError> {
+        let entries = self.inventory(filter).await?;
+        Ok(Digest::of(entries.iter().map(|(k, rv)| (k, rv.as_str()))))
+    }
+
+    /// Queues `payload` under `key`, replacing an unsent payload with the same key (see the
+    /// [`outbox`](crate::outbox) module for ordering). Returns the entry id.
+    pub async fn outbox_put(
+        &self,
+        key: impl Into<String>,
+        payload: Bytes,
+    ) -> Result<u64, StoreError> {
+        let key = key.into();
+        let id = self
+            .submit(1, move |batch| batch.outbox_put(&key, &payload))
+            .await?;
+        id.ok_or(StoreError::Closed)
+    }
+
+    /// Up to `n` entries, oldest first-enqueue first.
+    pub async fn outbox_peek(&self, n: usize) -> Result<Vec<OutboxEntry>, StoreError> {
+        self.inner
+            .readers
+            .run(move |conn| read::outbox_peek(conn, n))
+            .await
+    }
+
+    /// Removes the entries with these ids (ids of replaced payloads are ignored); returns how
+    /// many were removed.
+    pub async fn outbox_ack(&self, ids: Vec<u64>) -> Result<usize, StoreError> {
+        let removed = self
+            .submit(ids.len().max(1), move |batch| batch.outbox_ack(&ids))
+            .await?;
+        removed.ok_or(StoreError::Closed)
+    }
+
+    pub async fn outbox_len(&self) -> Result<usize, StoreError> {
+        self.inner.readers.run(read::outbox_len).await
+    }
+
+    /// Sends a job to the writer and waits for the batch outcome.
+    async fn submit<R, W>(&self, weight: usize, work: W) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        W: FnOnce(&mut Batch<'_>) -> R + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let run = move |batch: &mut Batch<'_>| -> Finish {
+            let result = work(batch);
+            Box::new(move |outcome: Result<(), &StoreError>| {
+                let _ = tx.send(outcome.map(|()| result).map_err(StoreError::replicate));
+            })
+        };
+        let job = Job {
+            weight,
+            run: Box::new(run),
+        };
+        let jobs = self.inner.jobs.as_ref().ok_or(StoreError::Closed)?;
+        jobs.send(job).await.map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .field("revision", &self.revision())
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Inner ===
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the queue lets the writer finish what is queued and exit; wait for it so the
+        // file is closed when the last handle is gone (unless we are the writer thread).
+        drop(self.jobs.take());
+        let handle = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(handle) = handle
+            && handle.thread().id() != thread::current().id()
+            && handle.join().is_err()
+        {
+            tracing::error!(path = %self.path.display(), "objstore writer thread panicked");
+        }
+    }
+}
