@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 
 use daemon::CommonConfig;
+use metamanager::DatabaseConfig;
 use serde::{Deserialize, Serialize};
 
 /// The whole `edgecore.yaml`.
@@ -16,14 +17,19 @@ pub struct Config {
     pub kind: String,
     /// Monitor listener, grace period, mailbox size.
     pub common_config: CommonConfig,
+    /// The edge store file.
+    pub database: DatabaseConfig,
     /// One section per module.
     pub modules: Modules,
 }
 
-/// The `modules` section. No edge module is built yet, so it is empty.
+/// The `modules` section: one entry per edge module built so far.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct Modules {}
+pub struct Modules {
+    /// The edge store module.
+    pub meta_manager: metamanager::Config,
+}
 
 pub const API_VERSION: &str = "edgecore.config.kubeedge.io/v1alpha2";
 pub const KIND: &str = "EdgeCore";
@@ -34,6 +40,7 @@ impl Default for Config {
             api_version: API_VERSION.into(),
             kind: KIND.into(),
             common_config: CommonConfig::with_monitor(SocketAddr::from(([127, 0, 0, 1], 10352))),
+            database: DatabaseConfig::default(),
             modules: Modules::default(),
         }
     }

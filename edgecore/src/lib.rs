@@ -1,6 +1,6 @@
-//! edgecore: the edge daemon. It loads `edgecore.yaml`, registers the enabled edge modules with
-//! beehive and serves the monitor endpoints. Modules join here as they are built (metamanager,
-//! edgehub, lwproxy, edged); until then it runs the runtime and the monitor listener only.
+//! edgecore: the edge daemon. It loads `edgecore.yaml`, opens the edge store, registers the
+//! enabled edge modules with beehive and serves the monitor endpoints. Built so far:
+//! metamanager (the edge store module). edgehub, lwproxy and edged join as they are built.
 #![forbid(unsafe_code)]
 
 mod config;
@@ -8,8 +8,10 @@ mod config;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use daemon::Core;
 use daemon::cli::{Daemon, Stoppable, check_type};
+use metamanager::MetaManager;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{API_VERSION, Config, KIND, Modules};
@@ -20,14 +22,43 @@ pub struct EdgeCore;
 /// A started edgecore.
 pub struct Running {
     core: Core,
+    meta: metamanager::Handle,
 }
 
 /// Starts edgecore: every enabled module and listener. Returns once all listeners are bound.
 pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Running> {
-    let runtime =
-        beehive::Runtime::new().with_default_capacity(config.common_config.mailbox_size.get());
+    let store = open_store(&config.database)?;
+    let meta = metamanager::Handle::new(store);
+    let capacity = config.common_config.mailbox_size.get();
+    let mut runtime = beehive::Runtime::new().with_default_capacity(capacity);
+    runtime.register(MetaManager::new(
+        config.modules.meta_manager.clone(),
+        meta.clone(),
+    ));
     let core = Core::start("edgecore", &config.common_config, runtime, None, shutdown).await?;
-    Ok(Running { core })
+    Ok(Running { core, meta })
+}
+
+/// Opens the edge store; errors name the file and how to recover from a damaged one.
+fn open_store(db: &metamanager::DatabaseConfig) -> anyhow::Result<objstore::Store> {
+    let path = &db.data_source;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| {
+            format!(
+                "creating the directory of database.dataSource {}",
+                path.display()
+            )
+        })?;
+    }
+    let store = objstore::Store::open(path, db.store_config()).with_context(|| {
+        format!(
+            "opening database.dataSource {} (with database.onCorrupt: rebuild a damaged file is \
+             moved aside and the node resyncs from the cloud)",
+            path.display()
+        )
+    })?;
+    tracing::info!(path = %path.display(), revision = store.revision(), "edge store open");
+    Ok(store)
 }
 
 // === impl Running ===
@@ -36,6 +67,16 @@ impl Running {
     /// The bound monitor address, if the monitor server is enabled.
     pub fn monitor_addr(&self) -> Option<SocketAddr> {
         self.core.monitor_addr()
+    }
+
+    /// The edge store, as metamanager shares it.
+    pub fn meta(&self) -> &metamanager::Handle {
+        &self.meta
+    }
+
+    /// A context for sending into the module runtime.
+    pub fn context(&self) -> beehive::Context {
+        self.core.context()
     }
 }
 
@@ -65,7 +106,9 @@ impl Daemon for EdgeCore {
     type Running = Running;
 
     fn minimal_config() -> String {
-        format!("apiVersion: {API_VERSION}\nkind: {KIND}\nmodules: {{}}\n")
+        format!(
+            "apiVersion: {API_VERSION}\nkind: {KIND}\ndatabase:\n  dataSource: /var/lib/kubeedge/edgecore.db\n"
+        )
     }
 
     fn check(config: &Config) -> Result<(), String> {

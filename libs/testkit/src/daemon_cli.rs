@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use crate::{ChildGuard, eventually, http_get};
 
-/// Starts `bin` with `config` (YAML text), checks `/healthz` and `/metrics`, sends SIGTERM and
-/// expects a clean exit within five seconds.
+/// Starts `bin` with `config` (YAML text, `{tmp}` replaced by a fresh temporary directory),
+/// checks `/healthz` and `/metrics`, sends SIGTERM and expects a clean exit within five seconds.
 pub async fn starts_serves_and_stops(bin: &Path, config: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.yaml");
-    std::fs::write(&path, config).unwrap();
+    std::fs::write(&path, config.replace("{tmp}", dir.path().to_str().unwrap())).unwrap();
     let mut child = Command::new(bin)
         .args(["--config", path.to_str().unwrap(), "--log-format", "json"])
         .env("RUST_LOG", "info")
@@ -59,10 +59,11 @@ pub fn prints_configs_it_accepts(bin: &Path, parse: impl Fn(&str) -> Result<(), 
 }
 
 /// A bad config fails to start, and the error names the file, the line (when given) and the key.
+/// `{tmp}` in the config is replaced by a fresh temporary directory.
 pub fn refuses_a_bad_key_by_name(bin: &Path, config: &str, bad_key: &str, line: Option<usize>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.yaml");
-    std::fs::write(&path, config).unwrap();
+    std::fs::write(&path, config.replace("{tmp}", dir.path().to_str().unwrap())).unwrap();
     let out = Command::new(bin)
         .args(["--config", path.to_str().unwrap()])
         .output()
