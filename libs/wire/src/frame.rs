@@ -32,6 +32,10 @@ pub const DEFAULT_MAX_FRAME: usize = 32 << 20;
 /// Size of the length prefix used on byte streams.
 pub const LENGTH_PREFIX_LEN: usize = 4;
 
+/// Deepest MessagePack nesting accepted. Real frames nest about 5 levels; the limit keeps a
+/// hostile frame of nested arrays inside an ignored field from recursing deeply.
+const MAX_DEPTH: usize = 32;
+
 /// Most selective ranges one [`Ack`] may carry.
 pub const MAX_ACK_RANGES: usize = 64;
 
@@ -211,8 +215,10 @@ pub fn decode(bytes: &[u8], max_frame: usize) -> Result<Frame, FrameError> {
     // A plain slice reader: it advances, so what is left over is visible afterwards, and it
     // copies a string only after checking that the input holds that many bytes.
     let mut rest = body;
-    let frame = Frame::deserialize(&mut rmp_serde::Deserializer::new(&mut rest))
-        .map_err(FrameError::Malformed)?;
+    let mut de = rmp_serde::Deserializer::new(&mut rest);
+    de.set_max_depth(MAX_DEPTH);
+    let frame = Frame::deserialize(&mut de).map_err(FrameError::Malformed)?;
+    drop(de);
     if !rest.is_empty() {
         return Err(FrameError::TrailingBytes { count: rest.len() });
     }

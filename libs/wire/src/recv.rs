@@ -81,7 +81,9 @@ impl Default for RecvConfig {
 // === impl Receiver ===
 
 impl Receiver {
-    pub fn new(config: RecvConfig) -> Self {
+    /// A receiver for a new session; a window of 0 is taken as 1.
+    pub fn new(mut config: RecvConfig) -> Self {
+        config.window = config.window.max(1);
         Receiver {
             config,
             cumulative: 0,

@@ -72,6 +72,27 @@ fn huge_declared_string_fails_fast() {
 }
 
 #[test]
+fn deeply_nested_input_is_rejected_without_deep_recursion() {
+    // {"Hello": {"x": [[[[...]]]]}}: structs may arrive as maps, unknown keys are skipped.
+    let mut bytes = vec![
+        FRAME_FORMAT,
+        0x81,
+        0xa5,
+        b'H',
+        b'e',
+        b'l',
+        b'l',
+        b'o',
+        0x81,
+        0xa1,
+        b'x',
+    ];
+    bytes.extend(std::iter::repeat_n(0x91, 100_000));
+    bytes.push(0x90);
+    assert!(matches!(decode(&bytes, MAX), Err(FrameError::Malformed(_))));
+}
+
+#[test]
 fn huge_declared_array_fails_fast() {
     // {"Ack": [0, array32 of 2^32-1 elements]} with nothing after it: must fail fast.
     let mut bytes = vec![FRAME_FORMAT, 0x81, 0xa3, b'A', b'c', b'k', 0x92, 0x00];
