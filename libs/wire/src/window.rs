@@ -123,9 +123,14 @@ impl SendWindow {
         self.window
     }
 
-    /// True if [`push`](Self::push) would accept a message.
+    /// True if [`push`](Self::push) would accept a message: fewer than `window` held, and the
+    /// message could go out at once without stretching the sequence span past `window`. (A
+    /// message is not taken early only to wait here, where a newer version could no longer
+    /// replace it in the keyed queue.)
     pub fn has_room(&self) -> bool {
-        (self.len() as u64) < self.window
+        let held = self.len() as u64;
+        let span_end = self.next_seq + self.unsent.len() as u64;
+        held < self.window && span_end < self.base() + self.window
     }
 
     /// Hands a message to the window; it goes out through [`poll_transmit`](Self::poll_transmit).

@@ -183,12 +183,14 @@ fn window_slides_only_past_the_lowest_unacked_seq() {
         w.push(msg(&format!("k{i}"), "1")).unwrap();
     }
     drain(&mut w, now);
-    // Seqs 2..=4 acked, 1 still missing: room for one more message, but seq 5 would stretch the
-    // span past 4, so it waits.
+    // Seqs 2..=4 acked, 1 still missing: only one message is held, but seq 5 would stretch the
+    // span past 4, so the window takes nothing more.
     w.on_ack(&ack(0, &[(2, 4)]), now).unwrap();
-    w.push(msg("k4", "1")).unwrap();
-    assert!(w.poll_transmit(now).is_none());
+    assert_eq!(w.len(), 1);
+    assert!(!w.has_room());
+    assert!(w.push(msg("k4", "1")).is_err());
     w.on_ack(&ack(1, &[(2, 4)]), now).unwrap();
+    w.push(msg("k4", "1")).unwrap();
     assert_eq!(w.poll_transmit(now).map(|t| t.seq), Some(5));
 }
 
