@@ -74,11 +74,11 @@ impl Ca {
         common_name: &str,
     ) -> Result<Ca, PkiError> {
         if cert_path.exists() || key_path.exists() {
-            return Ca::from_pem(&read(cert_path)?, &read(key_path)?);
+            return Ca::from_pem(&read_pem(cert_path)?, &read_pem(key_path)?);
         }
         let ca = Ca::generate(common_name, Duration::from_secs(100 * 365 * 86400))?;
-        write(cert_path, ca.cert_pem())?;
-        write(key_path, &ca.key_pem())?;
+        write_pem(cert_path, ca.cert_pem())?;
+        write_pem(key_path, &ca.key_pem())?;
         Ok(ca)
     }
 
@@ -227,7 +227,8 @@ fn set_validity(params: &mut CertificateParams, validity: Duration) {
     params.not_after = (now + validity).into();
 }
 
-fn read(path: &Path) -> Result<String, PkiError> {
+/// Reads a PEM file; the error names the path.
+pub fn read_pem(path: &Path) -> Result<String, PkiError> {
     std::fs::read_to_string(path).map_err(|source| PkiError::Io {
         op: "reading",
         path: path.into(),
@@ -235,7 +236,8 @@ fn read(path: &Path) -> Result<String, PkiError> {
     })
 }
 
-fn write(path: &Path, text: &str) -> Result<(), PkiError> {
+/// Writes a PEM file, making its directory; the error names the path.
+pub fn write_pem(path: &Path, text: &str) -> Result<(), PkiError> {
     let io = |source| PkiError::Io {
         op: "writing",
         path: path.into(),

@@ -75,6 +75,11 @@ impl Outbound {
         );
     }
 
+    /// Keeps only the queued (not in-flight) messages for which `keep(key, msg)` is true.
+    pub fn retain(&mut self, keep: impl FnMut(&str, &Message) -> bool) {
+        self.queue.retain(keep);
+    }
+
     /// Narrows the window to the peer's receive window.
     pub fn set_peer_window(&mut self, recv_window: u32) {
         self.window.set_peer_window(recv_window);

@@ -143,6 +143,24 @@ impl KeyedQueue {
         self.pending.get(key).map(|p| &p.msg)
     }
 
+    /// Ids of the pending messages, in no particular order.
+    pub fn ids(&self) -> impl Iterator<Item = MsgId> + '_ {
+        self.pending.values().map(|p| p.msg.id())
+    }
+
+    /// Keeps only the pending messages for which `keep(key, msg)` is true (in-flight versions are
+    /// not touched). Used after a resync, to drop what the peer already holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str, &Message) -> bool) {
+        let ready = &mut self.ready;
+        self.pending.retain(|key, p| {
+            let kept = keep(key, &p.msg);
+            if !kept {
+                ready.remove(&p.place);
+            }
+            kept
+        });
+    }
+
     /// True if a version of `key` is in flight.
     pub fn is_in_flight(&self, key: &str) -> bool {
         self.in_flight.contains_key(key)

@@ -256,3 +256,20 @@ fn outbound_respects_the_window_and_refills_as_acks_arrive() {
     assert_eq!(std::iter::from_fn(|| out.poll_transmit(now)).count(), 8);
     assert_eq!(out.queue().len(), 4);
 }
+
+#[test]
+fn retain_drops_pending_messages_but_never_in_flight_ones() {
+    let mut q = KeyedQueue::new(10);
+    q.push("a", msg("a", "1")).unwrap();
+    q.push("b", msg("b", "1")).unwrap();
+    let (key, _) = q.pop().unwrap();
+    assert_eq!(key, "a");
+    q.push("a", msg("a", "2")).unwrap();
+    q.push("c", msg("c", "1")).unwrap();
+    q.retain(|key, _| key == "c");
+    assert_eq!(q.len(), 1);
+    assert!(q.is_in_flight("a"), "the in-flight version is untouched");
+    assert_eq!(q.ids().count(), 1);
+    assert_eq!(q.pop().map(|(k, _)| k).as_deref(), Some("c"));
+    assert!(q.pop().is_none());
+}
