@@ -1,0 +1,363 @@
+//! The transport-independent surface: listener, incoming connection, connection and its two
+//! halves. Each forwards to the WebSocket or QUIC implementation and applies the deadlines.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use wire::Frame;
+
+use crate::{ClientTls, LinkError, Limits, ServerTls, Transport, quic, ws};
+
+/// A bound server socket: a TCP listener (WebSocket) or a QUIC endpoint.
+pub struct Listener {
+    inner: ListenerInner,
+    local_addr: SocketAddr,
+    limits: Limits,
+    closed: CancellationToken,
+}
+
+/// A connection accepted by a [`Listener`] whose handshakes have not run yet.
+pub struct Incoming {
+    inner: IncomingInner,
+    remote_addr: SocketAddr,
+    limits: Limits,
+}
+
+/// An established, authenticated connection.
+pub struct Conn {
+    transport: Transport,
+    remote_addr: SocketAddr,
+    peer_node: Option<String>,
+    sink: FrameSink,
+    stream: FrameStream,
+}
+
+/// The sending half of a [`Conn`].
+pub struct FrameSink {
+    inner: SinkInner,
+    limits: Limits,
+    failed: bool,
+}
+
+/// The receiving half of a [`Conn`].
+pub struct FrameStream {
+    inner: StreamInner,
+    state: StreamState,
+}
+
+enum ListenerInner {
+    Ws(ws::Listener),
+    Quic(quic::Listener),
+}
+
+enum IncomingInner {
+    Ws(ws::Incoming),
+    Quic(quic::Incoming),
+}
+
+pub(crate) enum SinkInner {
+    Ws(ws::Sink),
+    Quic(quic::Sink),
+}
+
+pub(crate) enum StreamInner {
+    Ws(ws::Stream),
+    Quic(quic::Stream),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StreamState {
+    Open,
+    Ended,
+    Failed,
+}
+
+/// Dials the server at `addr` and runs the handshakes under `limits.handshake_timeout`.
+pub async fn connect(
+    transport: Transport,
+    addr: SocketAddr,
+    tls: &ClientTls,
+    limits: Limits,
+) -> Result<Conn, LinkError> {
+    let (sink, stream) = handshake(limits.handshake_timeout, async {
+        match transport {
+            Transport::WebSocket => ws::connect(addr, tls, limits.max_frame).await,
+            Transport::Quic => quic::connect(addr, tls, limits.max_frame).await,
+        }
+    })
+    .await?;
+    Ok(Conn::new(transport, addr, None, limits, sink, stream))
+}
+
+// === impl Listener ===
+
+impl Listener {
+    /// Binds `addr` (port 0 picks a free port). Client certificates signed by `tls.ca_pem` are
+    /// required of every client.
+    pub async fn bind(
+        transport: Transport,
+        addr: SocketAddr,
+        tls: &ServerTls,
+        limits: Limits,
+    ) -> Result<Listener, LinkError> {
+        let inner = match transport {
+            Transport::WebSocket => ListenerInner::Ws(ws::Listener::bind(addr, tls).await?),
+            Transport::Quic => ListenerInner::Quic(quic::Listener::bind(addr, tls)?),
+        };
+        let local_addr = match &inner {
+            ListenerInner::Ws(l) => l.local_addr(),
+            ListenerInner::Quic(l) => l.local_addr(),
+        }
+        .map_err(|source| LinkError::Bind { addr, source })?;
+        Ok(Listener {
+            inner,
+            local_addr,
+            limits,
+            closed: CancellationToken::new(),
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn transport(&self) -> Transport {
+        match self.inner {
+            ListenerInner::Ws(_) => Transport::WebSocket,
+            ListenerInner::Quic(_) => Transport::Quic,
+        }
+    }
+
+    /// The next incoming connection. Cheap: the handshakes run in [`Incoming::establish`], so a
+    /// slow client never holds up the accept loop. An error concerns one connection attempt
+    /// (keep accepting), except [`LinkError::Closed`] after [`close`](Listener::close).
+    pub async fn accept(&self) -> Result<Incoming, LinkError> {
+        let (inner, remote_addr) = tokio::select! {
+            biased;
+            _ = self.closed.cancelled() => return Err(LinkError::Closed),
+            accepted = self.accept_inner() => accepted?,
+        };
+        Ok(Incoming {
+            inner,
+            remote_addr,
+            limits: self.limits,
+        })
+    }
+
+    /// Stops accepting: pending and later `accept` calls return [`LinkError::Closed`].
+    /// Established connections are not affected.
+    pub fn close(&self) {
+        self.closed.cancel();
+        if let ListenerInner::Quic(l) = &self.inner {
+            l.close();
+        }
+    }
+
+    async fn accept_inner(&self) -> Result<(IncomingInner, SocketAddr), LinkError> {
+        match &self.inner {
+            ListenerInner::Ws(l) => {
+                let (incoming, addr) = l.accept().await?;
+                Ok((IncomingInner::Ws(incoming), addr))
+            }
+            ListenerInner::Quic(l) => {
+                let (incoming, addr) = l.accept().await?;
+                Ok((IncomingInner::Quic(incoming), addr))
+            }
+        }
+    }
+}
+
+// === impl Incoming ===
+
+impl Incoming {
+    pub fn remote_addr(&self) -> SocketAddr {
+        self.remote_addr
+    }
+
+    /// Finishes the TLS handshake (checking the client certificate) and the WebSocket upgrade or
+    /// QUIC stream opening, all under `limits.handshake_timeout`.
+    pub async fn establish(self) -> Result<Conn, LinkError> {
+        let Incoming {
+            inner,
+            remote_addr,
+            limits,
+        } = self;
+        let (transport, (sink, stream, peer_node)) =
+            handshake(limits.handshake_timeout, async {
+                match inner {
+                    IncomingInner::Ws(i) => Ok((Transport::WebSocket, i.establish(limits).await?)),
+                    IncomingInner::Quic(i) => Ok((Transport::Quic, i.establish(limits).await?)),
+                }
+            })
+            .await?;
+        Ok(Conn::new(
+            transport,
+            remote_addr,
+            peer_node,
+            limits,
+            sink,
+            stream,
+        ))
+    }
+}
+
+// === impl Conn ===
+
+impl Conn {
+    fn new(
+        transport: Transport,
+        remote_addr: SocketAddr,
+        peer_node: Option<String>,
+        limits: Limits,
+        sink: SinkInner,
+        stream: StreamInner,
+    ) -> Conn {
+        Conn {
+            transport,
+            remote_addr,
+            peer_node,
+            sink: FrameSink {
+                inner: sink,
+                limits,
+                failed: false,
+            },
+            stream: FrameStream {
+                inner: stream,
+                state: StreamState::Open,
+            },
+        }
+    }
+
+    /// The node name from the peer's client certificate (server side). `None` on the client
+    /// side, or when the certificate is not a node certificate.
+    pub fn peer_node(&self) -> Option<&str> {
+        self.peer_node.as_deref()
+    }
+
+    pub fn remote_addr(&self) -> SocketAddr {
+        self.remote_addr
+    }
+
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// The two halves, to be driven independently (e.g. from two tasks).
+    pub fn split(self) -> (FrameSink, FrameStream) {
+        (self.sink, self.stream)
+    }
+}
+
+// === impl FrameSink ===
+
+impl FrameSink {
+    /// Queues a frame. It may sit in a buffer until [`flush`](FrameSink::flush); when the buffer
+    /// is full the frame is written here, under the write timeout. A frame above the frame limit
+    /// is refused with [`LinkError::Oversized`] and the sink stays usable.
+    pub async fn feed(&mut self, frame: &Frame) -> Result<(), LinkError> {
+        self.check_open()?;
+        let after = self.limits.write_timeout;
+        let max_frame = self.limits.max_frame;
+        let result = bounded_write(after, async {
+            match &mut self.inner {
+                SinkInner::Ws(s) => s.feed(frame, max_frame).await,
+                SinkInner::Quic(s) => s.feed(frame, max_frame).await,
+            }
+        })
+        .await;
+        self.settle(result)
+    }
+
+    /// Writes out every buffered frame, under the write timeout.
+    pub async fn flush(&mut self) -> Result<(), LinkError> {
+        self.check_open()?;
+        let result = bounded_write(self.limits.write_timeout, async {
+            match &mut self.inner {
+                SinkInner::Ws(s) => s.flush().await,
+                SinkInner::Quic(s) => s.flush().await,
+            }
+        })
+        .await;
+        self.settle(result)
+    }
+
+    /// [`feed`](FrameSink::feed) then [`flush`](FrameSink::flush).
+    pub async fn send(&mut self, frame: &Frame) -> Result<(), LinkError> {
+        self.feed(frame).await?;
+        self.flush().await
+    }
+
+    /// Sends `Close { reason }` and the transport's own close if the connection still works
+    /// (bounded by the write timeout), then shuts the connection down.
+    pub async fn close(self, reason: &str) {
+        let after = self.limits.write_timeout;
+        let healthy = !self.failed;
+        match self.inner {
+            SinkInner::Ws(s) => s.close(reason, healthy, after).await,
+            SinkInner::Quic(s) => s.close(reason, healthy, after).await,
+        }
+    }
+
+    fn check_open(&self) -> Result<(), LinkError> {
+        if self.failed {
+            return Err(LinkError::Closed);
+        }
+        Ok(())
+    }
+
+    /// After a failed write the stream may hold half a frame: nothing more may be written.
+    fn settle(&mut self, result: Result<(), LinkError>) -> Result<(), LinkError> {
+        if let Err(e) = &result
+            && !matches!(e, LinkError::Oversized { .. })
+        {
+            self.failed = true;
+        }
+        result
+    }
+}
+
+// === impl FrameStream ===
+
+impl FrameStream {
+    /// The next frame; `Ok(None)` once the peer ended the connection cleanly. Garbage, an
+    /// oversized frame, a text message, TLS and I/O errors are errors; after one, every call
+    /// returns [`LinkError::Closed`].
+    pub async fn recv(&mut self) -> Result<Option<Frame>, LinkError> {
+        match self.state {
+            StreamState::Open => {}
+            StreamState::Ended => return Ok(None),
+            StreamState::Failed => return Err(LinkError::Closed),
+        }
+        let result = match &mut self.inner {
+            StreamInner::Ws(s) => s.recv().await,
+            StreamInner::Quic(s) => s.recv().await,
+        };
+        match &result {
+            Ok(Some(_)) => {}
+            Ok(None) => self.state = StreamState::Ended,
+            Err(_) => self.state = StreamState::Failed,
+        }
+        result
+    }
+}
+
+async fn handshake<T>(
+    after: Duration,
+    fut: impl Future<Output = Result<T, LinkError>>,
+) -> Result<T, LinkError> {
+    tokio::time::timeout(after, fut)
+        .await
+        .unwrap_or(Err(LinkError::HandshakeTimeout { after }))
+}
+
+async fn bounded_write(
+    after: Duration,
+    fut: impl Future<Output = Result<(), LinkError>>,
+) -> Result<(), LinkError> {
+    tokio::time::timeout(after, fut)
+        .await
+        .unwrap_or(Err(LinkError::WriteTimeout { after }))
+}

@@ -1,0 +1,346 @@
+//! QUIC: one bidirectional stream opened by the client, both ends write [`QUIC_PREAMBLE`], then
+//! length-prefixed frames.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{
+    Connection, ConnectionError, Endpoint, IdleTimeout, ReadError, ReadExactError, RecvStream,
+    SendStream, TransportConfig, VarInt,
+};
+use rustls::pki_types::CertificateDer;
+use wire::{Frame, FrameReader, LENGTH_PREFIX_LEN};
+
+use crate::conn::{SinkInner, StreamInner};
+use crate::{ClientTls, LinkError, Limits, QUIC_ALPN, QUIC_PREAMBLE, ServerTls};
+
+/// Ping the peer when nothing was sent for this long, so NATs keep the path open.
+const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// A connection that heard nothing (not even keep-alives) for this long is dead.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Buffered bytes after which `feed` writes them out.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// A send buffer grown past this by a large frame is released after the flush.
+const KEEP_BUFFER: usize = 4 * FLUSH_AT;
+
+/// Largest chunk taken from the stream at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Application error code of an orderly close.
+const CLOSE_NORMAL: u32 = 0;
+
+/// Longest close reason put in the `CONNECTION_CLOSE` frame.
+const MAX_CLOSE_REASON: usize = 128;
+
+pub(crate) struct Listener {
+    endpoint: Endpoint,
+}
+
+pub(crate) struct Incoming {
+    incoming: quinn::Incoming,
+}
+
+pub(crate) struct Sink {
+    send: SendStream,
+    conn: Connection,
+    buf: Vec<u8>,
+    /// The client's own endpoint, kept as long as the connection.
+    _endpoint: Option<Endpoint>,
+}
+
+pub(crate) struct Stream {
+    recv: RecvStream,
+    reader: FrameReader,
+    _endpoint: Option<Endpoint>,
+}
+
+/// Dials `addr` from a fresh client endpoint, opens the stream and swaps preambles.
+pub(crate) async fn connect(
+    addr: SocketAddr,
+    tls: &ClientTls,
+    max_frame: usize,
+) -> Result<(SinkInner, StreamInner), LinkError> {
+    let identity = Some((tls.cert_pem.as_str(), tls.key_pem.as_str()));
+    let crypto = pki::client_config(&tls.ca_pem, identity, &[QUIC_ALPN])?;
+    let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
+    config.transport_config(Arc::new(transport_config(0)));
+    let local = client_bind_addr(addr);
+    let endpoint =
+        Endpoint::client(local).map_err(|source| LinkError::Bind { addr: local, source })?;
+    let conn = endpoint
+        .connect_with(config, addr, &tls.server_name)?
+        .await?;
+    let (mut send, mut recv) = conn.open_bi().await?;
+    send.write_all(QUIC_PREAMBLE).await?;
+    read_preamble(&mut recv).await?;
+    Ok(halves(conn, send, recv, max_frame, Some(endpoint)))
+}
+
+// === impl Listener ===
+
+impl Listener {
+    pub(crate) fn bind(addr: SocketAddr, tls: &ServerTls) -> Result<Listener, LinkError> {
+        let crypto =
+            pki::server_config(Some(&tls.ca_pem), &tls.cert_pem, &tls.key_pem, &[QUIC_ALPN])?;
+        let mut config =
+            quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
+        config.transport_config(Arc::new(transport_config(1)));
+        let endpoint =
+            Endpoint::server(config, addr).map_err(|source| LinkError::Bind { addr, source })?;
+        Ok(Listener { endpoint })
+    }
+
+    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.endpoint.local_addr()
+    }
+
+    pub(crate) async fn accept(&self) -> Result<(Incoming, SocketAddr), LinkError> {
+        let incoming = self.endpoint.accept().await.ok_or(LinkError::Closed)?;
+        let addr = incoming.remote_address();
+        Ok((Incoming { incoming }, addr))
+    }
+
+    /// Refuses new connections; established ones keep the endpoint running.
+    pub(crate) fn close(&self) {
+        self.endpoint.set_server_config(None);
+    }
+}
+
+// === impl Incoming ===
+
+impl Incoming {
+    /// The QUIC handshake (the client certificate is checked here), then the client's stream and
+    /// the preambles.
+    pub(crate) async fn establish(
+        self,
+        limits: Limits,
+    ) -> Result<(SinkInner, StreamInner, Option<String>), LinkError> {
+        let conn = self.incoming.accept()?.await?;
+        let peer_node = peer_node(&conn);
+        let (mut send, mut recv) = conn.accept_bi().await?;
+        read_preamble(&mut recv).await?;
+        send.write_all(QUIC_PREAMBLE).await?;
+        let (sink, stream) = halves(conn, send, recv, limits.max_frame, None);
+        Ok((sink, stream, peer_node))
+    }
+}
+
+// === impl Sink ===
+
+impl Sink {
+    pub(crate) async fn feed(&mut self, frame: &Frame, max_frame: usize) -> Result<(), LinkError> {
+        append_prefixed(&mut self.buf, frame, max_frame)?;
+        if self.buf.len() >= FLUSH_AT {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn flush(&mut self) -> Result<(), LinkError> {
+        if !self.buf.is_empty() {
+            self.send.write_all(&self.buf).await?;
+            self.buf.clear();
+            if self.buf.capacity() > KEEP_BUFFER {
+                self.buf = Vec::with_capacity(FLUSH_AT);
+            }
+        }
+        Ok(())
+    }
+
+    /// `Close` frame, finish the stream, wait until the peer has it all, close the connection.
+    pub(crate) async fn close(mut self, reason: &str, healthy: bool, after: Duration) {
+        if healthy {
+            let close = Frame::Close {
+                reason: reason.to_string(),
+            };
+            let goodbye = async {
+                append_prefixed(&mut self.buf, &close, usize::MAX)?;
+                self.flush().await?;
+                // Finishing twice is the only failure, and it is harmless.
+                let _ = self.send.finish();
+                let _ = self.send.stopped().await;
+                Ok::<_, LinkError>(())
+            };
+            if let Ok(Err(e)) = tokio::time::timeout(after, goodbye).await {
+                tracing::debug!(error = %e, "quic close failed");
+            }
+        }
+        let reason = &reason.as_bytes()[..reason.len().min(MAX_CLOSE_REASON)];
+        self.conn.close(VarInt::from_u32(CLOSE_NORMAL), reason);
+    }
+}
+
+// === impl Stream ===
+
+impl Stream {
+    pub(crate) async fn recv(&mut self) -> Result<Option<Frame>, LinkError> {
+        loop {
+            if let Some(frame) = self.reader.next_frame()? {
+                return Ok(Some(frame));
+            }
+            match self.recv.read_chunk(READ_CHUNK, true).await {
+                Ok(Some(chunk)) => self.reader.push(&chunk.bytes),
+                Ok(None) => return self.end(),
+                Err(ReadError::ConnectionLost(e)) if is_orderly(&e) => return self.end(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The stream ended: cleanly between frames, or inside one.
+    fn end(&self) -> Result<Option<Frame>, LinkError> {
+        match self.reader.buffered() {
+            0 => Ok(None),
+            buffered => Err(LinkError::Truncated { buffered }),
+        }
+    }
+}
+
+fn halves(
+    conn: Connection,
+    send: SendStream,
+    recv: RecvStream,
+    max_frame: usize,
+    endpoint: Option<Endpoint>,
+) -> (SinkInner, StreamInner) {
+    let sink = Sink {
+        send,
+        conn,
+        buf: Vec::with_capacity(FLUSH_AT),
+        _endpoint: endpoint.clone(),
+    };
+    let stream = Stream {
+        recv,
+        reader: FrameReader::new(max_frame),
+        _endpoint: endpoint,
+    };
+    (SinkInner::Quic(sink), StreamInner::Quic(stream))
+}
+
+/// Appends the 4-byte big-endian length and the frame to `buf`, or nothing if the frame is above
+/// `max_frame` (the same framing as [`wire::encode_prefixed`], without a buffer per frame).
+fn append_prefixed(buf: &mut Vec<u8>, frame: &Frame, max_frame: usize) -> Result<(), LinkError> {
+    let start = buf.len();
+    buf.extend_from_slice(&[0; LENGTH_PREFIX_LEN]);
+    wire::encode_into(frame, buf);
+    let len = buf.len() - start - LENGTH_PREFIX_LEN;
+    let max = max_frame.min(u32::MAX as usize);
+    let Some(prefix) = u32::try_from(len).ok().filter(|_| len <= max) else {
+        buf.truncate(start);
+        return Err(LinkError::Oversized {
+            len: len as u64,
+            max,
+        });
+    };
+    buf[start..start + LENGTH_PREFIX_LEN].copy_from_slice(&prefix.to_be_bytes());
+    Ok(())
+}
+
+async fn read_preamble(recv: &mut RecvStream) -> Result<(), LinkError> {
+    let mut got = [0; QUIC_PREAMBLE.len()];
+    match recv.read_exact(&mut got).await {
+        Ok(()) if &got == QUIC_PREAMBLE => Ok(()),
+        Ok(()) | Err(ReadExactError::FinishedEarly(_)) => Err(LinkError::Preamble),
+        Err(ReadExactError::ReadError(e)) => Err(e.into()),
+    }
+}
+
+/// Keep-alive and idle timeout; `bidi_streams` is how many streams the peer may open (the server
+/// allows the client its one, the client allows none).
+fn transport_config(bidi_streams: u8) -> TransportConfig {
+    let mut config = TransportConfig::default();
+    config
+        .keep_alive_interval(Some(KEEP_ALIVE))
+        .max_idle_timeout(Some(idle_timeout()))
+        .max_concurrent_bidi_streams(bidi_streams.into())
+        .max_concurrent_uni_streams(0u8.into());
+    config
+}
+
+fn idle_timeout() -> IdleTimeout {
+    // 30 s in milliseconds is far below the 2^62 limit of a QUIC varint.
+    IdleTimeout::try_from(IDLE_TIMEOUT).expect("the idle timeout fits a varint")
+}
+
+/// The node name from the client certificate rustls verified during the handshake.
+fn peer_node(conn: &Connection) -> Option<String> {
+    let identity = conn.peer_identity()?;
+    let chain = identity.downcast::<Vec<CertificateDer<'static>>>().ok()?;
+    pki::node_name(chain.first()?)
+}
+
+/// The peer closed with the orderly code, or this end closed the connection itself.
+fn is_orderly(e: &ConnectionError) -> bool {
+    match e {
+        ConnectionError::ApplicationClosed(close) => {
+            close.error_code == VarInt::from_u32(CLOSE_NORMAL)
+        }
+        ConnectionError::LocallyClosed => true,
+        _ => false,
+    }
+}
+
+/// Loopback for a loopback server, otherwise any address, of the server's family.
+fn client_bind_addr(server: SocketAddr) -> SocketAddr {
+    let ip = match (server, server.ip().is_loopback()) {
+        (SocketAddr::V4(_), true) => Ipv4Addr::LOCALHOST.into(),
+        (SocketAddr::V4(_), false) => Ipv4Addr::UNSPECIFIED.into(),
+        (SocketAddr::V6(_), true) => Ipv6Addr::LOCALHOST.into(),
+        (SocketAddr::V6(_), false) => Ipv6Addr::UNSPECIFIED.into(),
+    };
+    SocketAddr::new(ip, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appended_frames_read_back_with_the_frame_reader() {
+        let mut buf = Vec::new();
+        append_prefixed(&mut buf, &Frame::Ping { nonce: 7 }, 1024).unwrap();
+        append_prefixed(&mut buf, &Frame::Pong { nonce: 7 }, 1024).unwrap();
+        let mut reader = FrameReader::new(1024);
+        reader.push(&buf);
+        assert_eq!(reader.next_frame().unwrap(), Some(Frame::Ping { nonce: 7 }));
+        assert_eq!(reader.next_frame().unwrap(), Some(Frame::Pong { nonce: 7 }));
+        assert_eq!(reader.next_frame().unwrap(), None);
+    }
+
+    #[test]
+    fn an_oversized_frame_leaves_the_buffer_as_it_was() {
+        let mut buf = Vec::new();
+        append_prefixed(&mut buf, &Frame::Ping { nonce: 1 }, 1024).unwrap();
+        let before = buf.clone();
+        let big = Frame::Close {
+            reason: "x".repeat(100),
+        };
+        let err = append_prefixed(&mut buf, &big, 50).unwrap_err();
+        assert!(matches!(err, LinkError::Oversized { max: 50, .. }));
+        assert_eq!(buf, before);
+    }
+
+    #[test]
+    fn the_prefix_matches_wire_encode_prefixed() {
+        let frame = Frame::Close {
+            reason: "bye".into(),
+        };
+        let mut buf = Vec::new();
+        append_prefixed(&mut buf, &frame, 1024).unwrap();
+        assert_eq!(buf, wire::encode_prefixed(&frame, 1024).unwrap());
+    }
+
+    #[test]
+    fn clients_bind_loopback_for_a_loopback_server() {
+        let bind = client_bind_addr("127.0.0.1:10001".parse().unwrap());
+        assert_eq!(bind, "127.0.0.1:0".parse().unwrap());
+        let bind = client_bind_addr("[2001:db8::1]:10001".parse().unwrap());
+        assert_eq!(bind, "[::]:0".parse().unwrap());
+    }
+}
