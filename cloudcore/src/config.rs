@@ -18,10 +18,13 @@ pub struct Config {
     pub modules: Modules,
 }
 
-/// The `modules` section. No cloud module is built yet, so it is empty.
+/// The `modules` section: one entry per cloud module built so far.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct Modules {}
+pub struct Modules {
+    /// The cloud end of the link.
+    pub cloud_hub: cloudhub::Config,
+}
 
 pub const API_VERSION: &str = "cloudcore.config.kubeedge.io/v1alpha1";
 pub const KIND: &str = "CloudCore";

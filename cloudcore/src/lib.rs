@@ -1,7 +1,7 @@
 //! cloudcore: the cloud daemon. It loads `cloudcore.yaml`, registers the enabled cloud modules
-//! with beehive and serves the monitor endpoints. Modules join here as they are built (cloudhub,
-//! edgecontroller, the embedded control plane); until then it runs the runtime and the monitor
-//! listener only.
+//! with beehive and serves the monitor endpoints. Built so far: cloudhub (the cloud end of the
+//! link). edgecontroller and the embedded control plane join as they are built; until then
+//! [`start_with`] lets a caller add its own modules (tests use it for a stand-in controller).
 #![forbid(unsafe_code)]
 
 mod config;
@@ -9,8 +9,14 @@ mod config;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use beehive::Module;
+use cloudhub::CloudHub;
 use daemon::Core;
 use daemon::cli::{Daemon, Stoppable, check_type};
+use daemon::core::ExtraMetrics;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{API_VERSION, Config, KIND, Modules};
@@ -21,14 +27,46 @@ pub struct CloudCore;
 /// A started cloudcore.
 pub struct Running {
     core: Core,
+    hub: Option<cloudhub::Handle>,
 }
 
 /// Starts cloudcore: every enabled module and listener. Returns once all listeners are bound.
 pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Running> {
-    let runtime =
-        beehive::Runtime::new().with_default_capacity(config.common_config.mailbox_size.get());
-    let core = Core::start("cloudcore", &config.common_config, runtime, None, shutdown).await?;
-    Ok(Running { core })
+    start_with(config, shutdown, Vec::new()).await
+}
+
+/// Like [`start`], with extra modules registered beside the built-in ones.
+pub async fn start_with(
+    config: Config,
+    shutdown: CancellationToken,
+    extra: Vec<Arc<dyn Module>>,
+) -> anyhow::Result<Running> {
+    let capacity = config.common_config.mailbox_size.get();
+    let mut runtime = beehive::Runtime::new().with_default_capacity(capacity);
+    let mut hub = None;
+    if config.modules.cloud_hub.enable {
+        let (module, handle) = CloudHub::bind(config.modules.cloud_hub.clone(), shutdown.clone())
+            .await
+            .context("starting modules.cloudHub")?;
+        runtime.register(module);
+        hub = Some(handle);
+    }
+    for module in extra {
+        runtime.register_with_capacity(module, capacity);
+    }
+    let metrics: Option<ExtraMetrics> = hub.clone().map(|h| {
+        Arc::new(move |reg: &mut prometheus_client::registry::Registry| h.register_metrics(reg))
+            as ExtraMetrics
+    });
+    let core = Core::start(
+        "cloudcore",
+        &config.common_config,
+        runtime,
+        metrics,
+        shutdown,
+    )
+    .await?;
+    Ok(Running { core, hub })
 }
 
 // === impl Running ===
@@ -37,6 +75,16 @@ impl Running {
     /// The bound monitor address, if the monitor server is enabled.
     pub fn monitor_addr(&self) -> Option<SocketAddr> {
         self.core.monitor_addr()
+    }
+
+    /// cloudhub's handle (bound addresses, CA, counters), if enabled.
+    pub fn hub(&self) -> Option<&cloudhub::Handle> {
+        self.hub.as_ref()
+    }
+
+    /// A context for sending into the module runtime.
+    pub fn context(&self) -> beehive::Context {
+        self.core.context()
     }
 }
 

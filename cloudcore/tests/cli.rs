@@ -9,8 +9,16 @@ const CONF: &str = include_str!("../../conf/cloudcore.yaml");
 
 #[tokio::test]
 async fn starts_from_the_example_config_and_stops_on_sigterm() {
-    let config = CONF.replace("127.0.0.1:9091", "127.0.0.1:0");
-    daemon_cli::starts_serves_and_stops(Path::new(BIN), &config).await;
+    daemon_cli::starts_serves_and_stops(Path::new(BIN), &test_config(), |_| {}).await;
+}
+
+/// The example config, on loopback with ephemeral ports and files under `{tmp}`.
+fn test_config() -> String {
+    CONF.replace("127.0.0.1:9091", "127.0.0.1:0")
+        .replace("/etc/kubeedge", "{tmp}/etc")
+        .replace("0.0.0.0", "127.0.0.1")
+        .replace("port: 10000", "port: 0")
+        .replace("port: 10001", "port: 0")
 }
 
 #[test]
@@ -24,7 +32,7 @@ fn prints_default_and_minimal_configs_it_accepts() {
 
 #[test]
 fn a_misspelt_key_is_named_with_file_and_line() {
-    let config = CONF.replace("    bindAddress:", "    bindAdress:");
+    let config = test_config().replace("    bindAddress:", "    bindAdress:");
     let line = config
         .lines()
         .position(|l| l.contains("bindAdress"))
@@ -40,6 +48,6 @@ fn a_misspelt_key_is_named_with_file_and_line() {
 
 #[test]
 fn a_wrong_kind_is_refused() {
-    let config = CONF.replace("kind: CloudCore", "kind: EdgeCore");
+    let config = test_config().replace("kind: CloudCore", "kind: EdgeCore");
     daemon_cli::refuses_a_bad_key_by_name(Path::new(BIN), &config, "kind", None);
 }

@@ -29,6 +29,8 @@ pub struct Config {
 pub struct Modules {
     /// The edge store module.
     pub meta_manager: metamanager::Config,
+    /// The edge end of the link.
+    pub edge_hub: edgehub::Config,
 }
 
 pub const API_VERSION: &str = "edgecore.config.kubeedge.io/v1alpha2";

@@ -1,6 +1,7 @@
 //! edgecore: the edge daemon. It loads `edgecore.yaml`, opens the edge store, registers the
 //! enabled edge modules with beehive and serves the monitor endpoints. Built so far:
-//! metamanager (the edge store module). edgehub, lwproxy and edged join as they are built.
+//! metamanager (the edge store module) and edgehub (the link to cloudhub). lwproxy and edged
+//! join as they are built.
 #![forbid(unsafe_code)]
 
 mod config;
@@ -23,6 +24,7 @@ pub struct EdgeCore;
 pub struct Running {
     core: Core,
     meta: metamanager::Handle,
+    hub: Option<edgehub::Handle>,
 }
 
 /// Starts edgecore: every enabled module and listener. Returns once all listeners are bound.
@@ -31,12 +33,21 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let meta = metamanager::Handle::new(store);
     let capacity = config.common_config.mailbox_size.get();
     let mut runtime = beehive::Runtime::new().with_default_capacity(capacity);
-    runtime.register(MetaManager::new(
-        config.modules.meta_manager.clone(),
-        meta.clone(),
-    ));
+    let meta_config = config.modules.meta_manager.clone();
+    runtime.register(MetaManager::new(meta_config, meta.clone()));
+    let mut hub = None;
+    if config.modules.edge_hub.enable {
+        let (module, handle) = edgehub::EdgeHub::new(config.modules.edge_hub.clone(), meta.clone())
+            .context("starting modules.edgeHub")?;
+        tracing::info!(
+            node_id = handle.node(),
+            "edge node identity from its certificate"
+        );
+        runtime.register(module);
+        hub = Some(handle);
+    }
     let core = Core::start("edgecore", &config.common_config, runtime, None, shutdown).await?;
-    Ok(Running { core, meta })
+    Ok(Running { core, meta, hub })
 }
 
 /// Opens the edge store; errors name the file and how to recover from a damaged one.
@@ -67,6 +78,11 @@ impl Running {
     /// The bound monitor address, if the monitor server is enabled.
     pub fn monitor_addr(&self) -> Option<SocketAddr> {
         self.core.monitor_addr()
+    }
+
+    /// edgehub's handle (node name, link state, counters), if enabled.
+    pub fn hub(&self) -> Option<&edgehub::Handle> {
+        self.hub.as_ref()
     }
 
     /// The edge store, as metamanager shares it.

@@ -7,12 +7,35 @@ use testkit::daemon_cli;
 const BIN: &str = env!("CARGO_BIN_EXE_edgecore");
 const CONF: &str = include_str!("../../conf/edgecore.yaml");
 
+/// The example config with every file under `{tmp}` and an ephemeral monitor port.
+fn test_config() -> String {
+    CONF.replace("127.0.0.1:10352", "127.0.0.1:0")
+        .replace("/var/lib/kubeedge", "{tmp}")
+        .replace("/etc/kubeedge", "{tmp}/etc")
+}
+
+/// Writes a CA and a node certificate where the test config expects them.
+fn node_certs(dir: &Path) {
+    let ca = pki::Ca::generate("test-ca", std::time::Duration::from_secs(3600)).unwrap();
+    let node = ca
+        .issue_node("edge-1", std::time::Duration::from_secs(3600))
+        .unwrap();
+    pki::write_pem(&dir.join("etc/ca/rootCA.crt"), ca.cert_pem()).unwrap();
+    pki::write_pem(&dir.join("etc/certs/server.crt"), &node.cert_pem).unwrap();
+    pki::write_pem(&dir.join("etc/certs/server.key"), &node.key_pem).unwrap();
+}
+
 #[tokio::test]
 async fn starts_from_the_example_config_and_stops_on_sigterm() {
-    let config = CONF
-        .replace("127.0.0.1:10352", "127.0.0.1:0")
-        .replace("/var/lib/kubeedge", "{tmp}");
-    daemon_cli::starts_serves_and_stops(Path::new(BIN), &config).await;
+    // No cloudhub listens: edgehub keeps retrying in the background, and edgecore still starts,
+    // serves and stops.
+    daemon_cli::starts_serves_and_stops(Path::new(BIN), &test_config(), node_certs).await;
+}
+
+#[test]
+fn a_missing_node_certificate_is_named() {
+    let config = test_config();
+    daemon_cli::refuses_a_bad_key_by_name(Path::new(BIN), &config, "modules.edgeHub", None);
 }
 
 #[test]
@@ -26,7 +49,7 @@ fn prints_default_and_minimal_configs_it_accepts() {
 
 #[test]
 fn a_misspelt_key_is_named_with_file_and_line() {
-    let config = CONF.replace("    bindAddress:", "    bindAdress:");
+    let config = test_config().replace("    bindAddress:", "    bindAdress:");
     let line = config
         .lines()
         .position(|l| l.contains("bindAdress"))
@@ -42,7 +65,7 @@ fn a_misspelt_key_is_named_with_file_and_line() {
 
 #[test]
 fn a_wrong_kind_is_refused() {
-    let config = CONF.replace("kind: EdgeCore", "kind: CloudCore");
+    let config = test_config().replace("kind: EdgeCore", "kind: CloudCore");
     daemon_cli::refuses_a_bad_key_by_name(Path::new(BIN), &config, "kind", None);
 }
 
@@ -51,9 +74,9 @@ fn a_damaged_database_stops_start_up_with_its_path_named() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("edgecore.db");
     std::fs::write(&db, vec![0x5a; 8192]).unwrap();
-    let config = CONF
-        .replace("127.0.0.1:10352", "127.0.0.1:0")
-        .replace("/var/lib/kubeedge/edgecore.db", db.to_str().unwrap());
+    let config = test_config()
+        .replace("{tmp}/edgecore.db", db.to_str().unwrap())
+        .replace("{tmp}", dir.path().to_str().unwrap());
     let path = dir.path().join("edgecore.yaml");
     std::fs::write(&path, config).unwrap();
     let out = std::process::Command::new(BIN)
@@ -76,17 +99,14 @@ fn a_damaged_database_stops_start_up_with_its_path_named() {
 
 #[tokio::test]
 async fn with_on_corrupt_rebuild_a_damaged_database_is_moved_aside_and_start_up_goes_on() {
-    let config = CONF
-        .replace("127.0.0.1:10352", "127.0.0.1:0")
-        .replace("/var/lib/kubeedge", "{tmp}")
-        .replace("onCorrupt: fail", "onCorrupt: rebuild");
+    let config = test_config().replace("onCorrupt: fail", "onCorrupt: rebuild");
     // The daemon check makes its own temporary directory; plant the damaged file through a
     // config that points at a file we create first.
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("edgecore.db");
     std::fs::write(&db, vec![0x5a; 8192]).unwrap();
     let config = config.replace("{tmp}/edgecore.db", db.to_str().unwrap());
-    daemon_cli::starts_serves_and_stops(Path::new(BIN), &config).await;
+    daemon_cli::starts_serves_and_stops(Path::new(BIN), &config, node_certs).await;
     let moved_aside = std::fs::read_dir(dir.path()).unwrap().any(|e| {
         e.unwrap()
             .file_name()

@@ -1,9 +1,219 @@
-//! e2e: the harness for end-to-end tests that boot real daemons in-process on loopback.
+//! e2e: the harness for end-to-end tests that boot real daemons on loopback: a test PKI written
+//! to a temporary directory, a cloudcore with a stand-in controller ([`controller`]), and
+//! edgecores in-process or as real processes (`e2e-edgecore`, which tests may kill).
 #![forbid(unsafe_code)]
 
+pub mod controller;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use beehive::CancellationToken;
+use controller::{Controller, Desired};
 
 /// The repository's `conf/` folder.
 pub fn conf_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../conf")
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// A CA and the files daemons read, under one temporary directory.
+pub struct Pki {
+    pub dir: tempfile::TempDir,
+    pub ca: pki::Ca,
+}
+
+/// Where a node's certificate files are.
+#[derive(Clone, Debug)]
+pub struct NodeFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = pki::Ca::generate("e2e-ca", HOUR).unwrap();
+        pki::write_pem(&dir.path().join("ca/rootCA.crt"), ca.cert_pem()).unwrap();
+        pki::write_pem(&dir.path().join("ca/rootCA.key"), &ca.key_pem()).unwrap();
+        Pki { dir, ca }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Issues `node`'s certificate and writes it.
+    pub fn node(&self, node: &str) -> NodeFiles {
+        let issued = self.ca.issue_node(node, HOUR).unwrap();
+        let files = NodeFiles {
+            ca: self.path("ca/rootCA.crt"),
+            cert: self.path(&format!("nodes/{node}.crt")),
+            key: self.path(&format!("nodes/{node}.key")),
+        };
+        pki::write_pem(&files.cert, &issued.cert_pem).unwrap();
+        pki::write_pem(&files.key, &issued.key_pem).unwrap();
+        files
+    }
+}
+
+impl Default for Pki {
+    fn default() -> Self {
+        Pki::new()
+    }
+}
+
+/// A running cloudcore with the stand-in controller.
+pub struct Cloud {
+    pub running: cloudcore::Running,
+    pub desired: Arc<Desired>,
+    shutdown: CancellationToken,
+}
+
+/// Which ports cloudhub binds (0: any).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ports {
+    pub websocket: u16,
+    pub quic: u16,
+}
+
+/// Starts cloudcore on loopback with both transports, using the test CA.
+pub async fn cloud(pki: &Pki, desired: Arc<Desired>, ports: Ports) -> Cloud {
+    let mut config = cloudcore::Config::default();
+    config.common_config.monitor_server.enable = false;
+    config.common_config.shutdown_grace_period = Duration::from_secs(5);
+    let hub = &mut config.modules.cloud_hub;
+    hub.tls_ca_file = pki.path("ca/rootCA.crt");
+    hub.tls_ca_key_file = pki.path("ca/rootCA.key");
+    hub.tls_cert_file = pki.path("cloud/server.crt");
+    hub.tls_private_key_file = pki.path("cloud/server.key");
+    hub.websocket.address = [127, 0, 0, 1].into();
+    hub.websocket.port = ports.websocket;
+    hub.quic.enable = true;
+    hub.quic.address = [127, 0, 0, 1].into();
+    hub.quic.port = ports.quic;
+    hub.keepalive_interval = Duration::from_secs(2);
+    hub.keepalive_timeout = Duration::from_secs(6);
+    let shutdown = CancellationToken::new();
+    let running = cloudcore::start_with(
+        config,
+        shutdown.clone(),
+        vec![Controller::module(desired.clone())],
+    )
+    .await
+    .unwrap();
+    Cloud {
+        running,
+        desired,
+        shutdown,
+    }
+}
+
+impl Cloud {
+    pub fn hub(&self) -> &cloudhub::Handle {
+        self.running.hub().expect("cloudhub is enabled")
+    }
+
+    pub fn ports(&self) -> Ports {
+        Ports {
+            websocket: self.hub().websocket_addr().unwrap().port(),
+            quic: self.hub().quic_addr().unwrap().port(),
+        }
+    }
+
+    /// The address edges dial for `transport`.
+    pub fn addr(&self, transport: link::Transport) -> SocketAddr {
+        match transport {
+            link::Transport::WebSocket => self.hub().websocket_addr().unwrap(),
+            link::Transport::Quic => self.hub().quic_addr().unwrap(),
+        }
+    }
+
+    pub async fn stop(self) {
+        use daemon::cli::Stoppable;
+        self.shutdown.cancel();
+        self.running.stop().await;
+    }
+}
+
+/// The config of an edge dialling `server` over `transport`, with its store at `db`.
+pub fn edge_config(
+    files: &NodeFiles,
+    server: SocketAddr,
+    transport: link::Transport,
+    db: &Path,
+) -> edgecore::Config {
+    let mut config = edgecore::Config::default();
+    config.common_config.monitor_server.enable = false;
+    config.common_config.shutdown_grace_period = Duration::from_secs(5);
+    config.database.data_source = db.to_path_buf();
+    let hub = &mut config.modules.edge_hub;
+    hub.tls_ca_file = files.ca.clone();
+    hub.tls_cert_file = files.cert.clone();
+    hub.tls_private_key_file = files.key.clone();
+    hub.server_name = Some("127.0.0.1".into());
+    hub.heartbeat = Duration::from_secs(2);
+    hub.keepalive_timeout = Duration::from_secs(6);
+    hub.reconnect_base = Duration::from_millis(100);
+    hub.reconnect_max = Duration::from_secs(1);
+    hub.message_qps = 10_000;
+    hub.message_burst = 10_000;
+    let server = edgehub::Servers::One(server.to_string());
+    match transport {
+        link::Transport::WebSocket => hub.websocket.server = server,
+        link::Transport::Quic => {
+            hub.websocket.enable = false;
+            hub.quic.enable = true;
+            hub.quic.server = server;
+        }
+    }
+    config
+}
+
+/// An edgecore running in this process.
+pub struct Edge {
+    pub running: edgecore::Running,
+    shutdown: CancellationToken,
+}
+
+/// Starts an edgecore in-process.
+pub async fn edge(config: edgecore::Config) -> Edge {
+    let shutdown = CancellationToken::new();
+    let running = edgecore::start(config, shutdown.clone()).await.unwrap();
+    Edge { running, shutdown }
+}
+
+impl Edge {
+    /// `(key, cloud rv)` of everything the edge store holds.
+    pub async fn held(&self) -> BTreeMap<String, String> {
+        held(self.running.meta().store()).await
+    }
+
+    pub async fn stop(self) {
+        use daemon::cli::Stoppable;
+        self.shutdown.cancel();
+        self.running.stop().await;
+    }
+}
+
+/// `(key, cloud rv)` of everything a store holds.
+pub async fn held(store: &objstore::Store) -> BTreeMap<String, String> {
+    let inventory = store
+        .inventory(objstore::InventoryFilter::default())
+        .await
+        .unwrap();
+    inventory
+        .into_iter()
+        .map(|(k, rv)| {
+            (
+                wire::object_key(&k.resource, Some(&k.namespace), &k.name),
+                rv,
+            )
+        })
+        .collect()
 }

@@ -1,14 +1,16 @@
 //! The transport-independent surface: listener, incoming connection, connection and its two
 //! halves. Each forwards to the WebSocket or QUIC implementation and applies the deadlines.
 
+use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wire::Frame;
 
-use crate::{ClientTls, LinkError, Limits, ServerTls, Transport, quic, ws};
+use crate::{ClientTls, Limits, LinkError, ServerTls, Transport, quic, ws};
 
 /// A bound server socket: a TCP listener (WebSocket) or a QUIC endpoint.
 pub struct Listener {
@@ -54,7 +56,7 @@ enum ListenerInner {
 
 enum IncomingInner {
     Ws(ws::Incoming),
-    Quic(quic::Incoming),
+    Quic(Box<quic::Incoming>),
 }
 
 pub(crate) enum SinkInner {
@@ -64,7 +66,7 @@ pub(crate) enum SinkInner {
 
 pub(crate) enum StreamInner {
     Ws(ws::Stream),
-    Quic(quic::Stream),
+    Quic(Box<quic::Stream>),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -164,9 +166,18 @@ impl Listener {
             }
             ListenerInner::Quic(l) => {
                 let (incoming, addr) = l.accept().await?;
-                Ok((IncomingInner::Quic(incoming), addr))
+                Ok((IncomingInner::Quic(Box::new(incoming)), addr))
             }
         }
+    }
+}
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener")
+            .field("transport", &self.transport())
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -185,14 +196,13 @@ impl Incoming {
             remote_addr,
             limits,
         } = self;
-        let (transport, (sink, stream, peer_node)) =
-            handshake(limits.handshake_timeout, async {
-                match inner {
-                    IncomingInner::Ws(i) => Ok((Transport::WebSocket, i.establish(limits).await?)),
-                    IncomingInner::Quic(i) => Ok((Transport::Quic, i.establish(limits).await?)),
-                }
-            })
-            .await?;
+        let (transport, (sink, stream, peer_node)) = handshake(limits.handshake_timeout, async {
+            match inner {
+                IncomingInner::Ws(i) => Ok((Transport::WebSocket, i.establish(limits).await?)),
+                IncomingInner::Quic(i) => Ok((Transport::Quic, i.establish(limits).await?)),
+            }
+        })
+        .await?;
         Ok(Conn::new(
             transport,
             remote_addr,
@@ -201,6 +211,14 @@ impl Incoming {
             sink,
             stream,
         ))
+    }
+}
+
+impl fmt::Debug for Incoming {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Incoming")
+            .field("remote_addr", &self.remote_addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -251,6 +269,16 @@ impl Conn {
     }
 }
 
+impl fmt::Debug for Conn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn")
+            .field("transport", &self.transport)
+            .field("remote_addr", &self.remote_addr)
+            .field("peer_node", &self.peer_node)
+            .finish_non_exhaustive()
+    }
+}
+
 // === impl FrameSink ===
 
 impl FrameSink {
@@ -290,14 +318,23 @@ impl FrameSink {
         self.flush().await
     }
 
-    /// Sends `Close { reason }` and the transport's own close if the connection still works
-    /// (bounded by the write timeout), then shuts the connection down.
-    pub async fn close(self, reason: &str) {
-        let after = self.limits.write_timeout;
+    /// Sends `Close { reason }` and then the transport's own close if the connection still
+    /// works, all within the write timeout, then shuts the connection down. Buffered frames go
+    /// out before the `Close`.
+    pub async fn close(mut self, reason: &str) {
+        let deadline = Instant::now() + self.limits.write_timeout;
+        let goodbye = Frame::Close {
+            reason: reason.to_string(),
+        };
+        if !self.failed
+            && let Err(e) = self.send(&goodbye).await
+        {
+            tracing::debug!(error = %e, "sending the close frame failed");
+        }
         let healthy = !self.failed;
         match self.inner {
-            SinkInner::Ws(s) => s.close(reason, healthy, after).await,
-            SinkInner::Quic(s) => s.close(reason, healthy, after).await,
+            SinkInner::Ws(s) => s.shutdown(healthy, deadline).await,
+            SinkInner::Quic(s) => s.shutdown(reason, healthy, deadline).await,
         }
     }
 
@@ -341,6 +378,30 @@ impl FrameStream {
             Err(_) => self.state = StreamState::Failed,
         }
         result
+    }
+
+    /// Reads in a task of its own and hands frames over a channel of `capacity`, so a session
+    /// loop can `select!` on the channel without ever cancelling a half-read frame. The channel
+    /// ends after a clean end of stream, or after the first error (which it carries).
+    pub fn into_channel(
+        mut self,
+        capacity: usize,
+    ) -> tokio::sync::mpsc::Receiver<Result<Frame, LinkError>> {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        tokio::spawn(async move {
+            loop {
+                let item = match self.recv().await {
+                    Ok(Some(frame)) => Ok(frame),
+                    Ok(None) => return,
+                    Err(e) => Err(e),
+                };
+                let failed = item.is_err();
+                if tx.send(item).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        rx
     }
 }
 

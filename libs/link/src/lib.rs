@@ -25,6 +25,13 @@
 //! session forever), and buffers are bounded by the frame limit and by flow control. Bad bytes
 //! from a peer are an error for that one connection, never a panic.
 //!
+//! Ending a connection: [`FrameSink::close`] sends a `Close` frame, then the transport's close
+//! (WebSocket close message; QUIC stream finish, then `CONNECTION_CLOSE` once the peer has
+//! acknowledged everything), and the peer's [`FrameStream::recv`] returns the `Close` frame and
+//! then `Ok(None)`. Liveness is the session's business (`wire::Keepalive`); QUIC additionally
+//! sends keep-alives every 5 s and drops a connection that heard nothing for 30 s.
+//! [`Listener::close`] stops accepting but leaves established connections alone.
+//!
 //! [`faultproxy`] is a TCP proxy that delays, blackholes and cuts connections, for tests and the
 //! load generator.
 #![forbid(unsafe_code)]

@@ -12,10 +12,11 @@ use quinn::{
     SendStream, TransportConfig, VarInt,
 };
 use rustls::pki_types::CertificateDer;
+use tokio::time::Instant;
 use wire::{Frame, FrameReader, LENGTH_PREFIX_LEN};
 
 use crate::conn::{SinkInner, StreamInner};
-use crate::{ClientTls, LinkError, Limits, QUIC_ALPN, QUIC_PREAMBLE, ServerTls};
+use crate::{ClientTls, Limits, LinkError, QUIC_ALPN, QUIC_PREAMBLE, ServerTls};
 
 /// Ping the peer when nothing was sent for this long, so NATs keep the path open.
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
@@ -71,8 +72,10 @@ pub(crate) async fn connect(
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
     config.transport_config(Arc::new(transport_config(0)));
     let local = client_bind_addr(addr);
-    let endpoint =
-        Endpoint::client(local).map_err(|source| LinkError::Bind { addr: local, source })?;
+    let endpoint = Endpoint::client(local).map_err(|source| LinkError::Bind {
+        addr: local,
+        source,
+    })?;
     let conn = endpoint
         .connect_with(config, addr, &tls.server_name)?
         .await?;
@@ -153,23 +156,13 @@ impl Sink {
         Ok(())
     }
 
-    /// `Close` frame, finish the stream, wait until the peer has it all, close the connection.
-    pub(crate) async fn close(mut self, reason: &str, healthy: bool, after: Duration) {
+    /// Finishes the stream and waits (until `deadline`) for the peer to acknowledge all of it,
+    /// so closing the connection cannot discard data in flight, then closes the connection.
+    pub(crate) async fn shutdown(mut self, reason: &str, healthy: bool, deadline: Instant) {
         if healthy {
-            let close = Frame::Close {
-                reason: reason.to_string(),
-            };
-            let goodbye = async {
-                append_prefixed(&mut self.buf, &close, usize::MAX)?;
-                self.flush().await?;
-                // Finishing twice is the only failure, and it is harmless.
-                let _ = self.send.finish();
-                let _ = self.send.stopped().await;
-                Ok::<_, LinkError>(())
-            };
-            if let Ok(Err(e)) = tokio::time::timeout(after, goodbye).await {
-                tracing::debug!(error = %e, "quic close failed");
-            }
+            // Finishing twice is the only failure, and it is harmless.
+            let _ = self.send.finish();
+            let _ = tokio::time::timeout_at(deadline, self.send.stopped()).await;
         }
         let reason = &reason.as_bytes()[..reason.len().min(MAX_CLOSE_REASON)];
         self.conn.close(VarInt::from_u32(CLOSE_NORMAL), reason);
@@ -220,7 +213,7 @@ fn halves(
         reader: FrameReader::new(max_frame),
         _endpoint: endpoint,
     };
-    (SinkInner::Quic(sink), StreamInner::Quic(stream))
+    (SinkInner::Quic(sink), StreamInner::Quic(Box::new(stream)))
 }
 
 /// Appends the 4-byte big-endian length and the frame to `buf`, or nothing if the frame is above

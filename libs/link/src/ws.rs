@@ -3,12 +3,12 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use rustls::pki_types::ServerName;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
 use tokio_rustls::{TlsAcceptor, TlsConnector, TlsStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::{Bytes, Message};
 use wire::Frame;
 
 use crate::conn::{SinkInner, StreamInner};
-use crate::{ClientTls, LinkError, Limits, ServerTls};
+use crate::{ClientTls, Limits, LinkError, ServerTls};
 
 /// The path the client asks for in the upgrade request (the server accepts any).
 const PATH: &str = "/kubeedge/link";
@@ -113,7 +113,11 @@ impl Incoming {
         self,
         limits: Limits,
     ) -> Result<(SinkInner, StreamInner, Option<String>), LinkError> {
-        let stream = self.acceptor.accept(self.tcp).await.map_err(LinkError::Tls)?;
+        let stream = self
+            .acceptor
+            .accept(self.tcp)
+            .await
+            .map_err(LinkError::Tls)?;
         let peer_node = stream
             .get_ref()
             .1
@@ -150,20 +154,13 @@ impl Sink {
         self.inner.flush().await.map_err(connection_error)
     }
 
-    /// `Close` frame, then the WebSocket close, then the halves are dropped.
-    pub(crate) async fn close(mut self, reason: &str, healthy: bool, after: Duration) {
+    /// The WebSocket close (when the connection still works, until `deadline`); the socket
+    /// closes when both halves are gone.
+    pub(crate) async fn shutdown(mut self, healthy: bool, deadline: Instant) {
         if !healthy {
             return;
         }
-        let close = Frame::Close {
-            reason: reason.to_string(),
-        };
-        let goodbye = async {
-            let bytes = Bytes::from(wire::encode(&close));
-            self.inner.feed(Message::Binary(bytes)).await?;
-            self.inner.close().await
-        };
-        if let Ok(Err(e)) = tokio::time::timeout(after, goodbye).await {
+        if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.inner.close()).await {
             tracing::debug!(error = %e, "websocket close failed");
         }
     }

@@ -21,6 +21,9 @@ pub struct StoreConfig {
     pub retention: u64,
     /// What to do when the file is not a usable database. Default [`OnCorrupt::Fail`].
     pub on_corrupt: OnCorrupt,
+    /// Most decoded objects kept in memory and shared by lists and gets (0 disables the
+    /// cache). Default 65 536.
+    pub cache_objects: usize,
     /// Run `PRAGMA quick_check` when opening, so a truncated file is caught at start instead of
     /// at the first unlucky read. Default true.
     pub verify_on_open: bool,
@@ -60,6 +63,7 @@ impl Default for StoreConfig {
             readers: 4,
             retention: 100_000,
             on_corrupt: OnCorrupt::Fail,
+            cache_objects: 65_536,
             verify_on_open: true,
         }
     }

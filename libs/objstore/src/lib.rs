@@ -58,6 +58,8 @@
 
 #![forbid(unsafe_code)]
 
+mod cache;
+mod checkpoint;
 mod config;
 mod db;
 pub mod digest;

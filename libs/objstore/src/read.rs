@@ -8,6 +8,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use tokio::sync::Semaphore;
 
+use crate::cache::ObjectCache;
 use crate::config::StoreConfig;
 use crate::db::{self, OBJECT_COLUMNS};
 use crate::error::StoreError;
@@ -81,25 +82,57 @@ impl ReadPool {
     }
 }
 
-pub(crate) fn get(conn: &Connection, key: &ObjKey) -> Result<Option<StoredObject>, StoreError> {
-    let sql = format!(
-        "SELECT {OBJECT_COLUMNS} FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3"
-    );
-    conn.prepare_cached(&sql)
-        .and_then(|mut stmt| {
-            stmt.query_row([&key.resource, &key.namespace, &key.name], |row| {
-                db::read_object(row, 0)
-            })
-            .optional()
+pub(crate) fn get(
+    conn: &Connection,
+    cache: &ObjectCache,
+    key: &ObjKey,
+) -> Result<Option<Arc<StoredObject>>, StoreError> {
+    let tx = conn.unchecked_transaction().map_err(StoreError::StoreRead)?;
+    let Some((id, revision)) = locate(&tx, key).map_err(StoreError::StoreRead)? else {
+        return Ok(None);
+    };
+    resolve(&tx, cache, id, revision).map(Some)
+}
+
+/// The row id and revision of an object.
+pub(crate) fn locate(conn: &Connection, key: &ObjKey) -> rusqlite::Result<Option<(i64, u64)>> {
+    let sql = "SELECT id, revision FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3";
+    conn.prepare_cached(sql)?
+        .query_row([&key.resource, &key.namespace, &key.name], |row| {
+            Ok((row.get(0)?, row.get::<_, i64>(1)? as u64))
         })
-        .map_err(StoreError::StoreRead)
+        .optional()
+}
+
+/// Decodes the object in row `id`.
+pub(crate) fn object_by_id(conn: &Connection, id: i64) -> rusqlite::Result<StoredObject> {
+    let sql = format!("SELECT {OBJECT_COLUMNS} FROM objects WHERE id = ?1");
+    conn.prepare_cached(&sql)?
+        .query_row([id], |row| db::read_object(row, 0))
+}
+
+/// Row `id` at `revision`: shared from the cache, or decoded (and offered to the cache).
+fn resolve(
+    conn: &Connection,
+    cache: &ObjectCache,
+    id: i64,
+    revision: u64,
+) -> Result<Arc<StoredObject>, StoreError> {
+    if let Some(object) = cache.get(id, revision) {
+        return Ok(object);
+    }
+    let object = Arc::new(object_by_id(conn, id).map_err(StoreError::StoreRead)?);
+    cache.offer(id, &object);
+    Ok(object)
 }
 
 /// Lists in `(namespace, name)` order, reading the revision in the same transaction.
-pub(crate) fn list(conn: &Connection, opts: &ListOptions) -> Result<ListResult, StoreError> {
-    let tx = conn
-        .unchecked_transaction()
-        .map_err(StoreError::StoreRead)?;
+pub(crate) fn list(
+    conn: &Connection,
+    cache: &ObjectCache,
+    opts: &ListOptions,
+) -> Result<ListResult, StoreError> {
+    let tx = conn.unchecked_transaction().map_err(StoreError::StoreRead)?;
     let revision = db::read_meta(&tx).map_err(StoreError::StoreRead)?.revision;
     let (sql, args) = list_query(opts);
     let mut stmt = tx.prepare_cached(&sql).map_err(StoreError::StoreRead)?;
@@ -110,7 +143,9 @@ pub(crate) fn list(conn: &Connection, opts: &ListOptions) -> Result<ListResult, 
     let mut items = Vec::new();
     let mut more = false;
     while let Some(row) = rows.next().map_err(StoreError::StoreRead)? {
-        let obj = db::read_object(row, 0).map_err(StoreError::StoreRead)?;
+        let id: i64 = row.get(0).map_err(StoreError::StoreRead)?;
+        let rev: i64 = row.get(1).map_err(StoreError::StoreRead)?;
+        let obj = resolve(&tx, cache, id, rev as u64)?;
         if !opts.filter.matches(&obj) {
             continue;
         }
@@ -118,7 +153,7 @@ pub(crate) fn list(conn: &Connection, opts: &ListOptions) -> Result<ListResult, 
             more = true;
             break;
         }
-        items.push(Arc::new(obj));
+        items.push(obj);
     }
     let continue_after = more
         .then(|| items.last())
@@ -143,15 +178,12 @@ fn list_query(opts: &ListOptions) -> (String, Vec<Value>) {
         Some((name, value)) => {
             args.push(Value::Text(name.clone()));
             args.push(Value::Text(value.clone()));
-            let sql = format!(
-                "SELECT {} FROM field_index f JOIN objects o ON o.id = f.id \
-                 WHERE f.resource = ?1 AND f.field = ?2 AND f.value = ?3",
-                prefixed_columns("o")
-            );
-            (sql, "f")
+            let sql = "SELECT o.id, o.revision FROM field_index f JOIN objects o ON o.id = f.id \
+                       WHERE f.resource = ?1 AND f.field = ?2 AND f.value = ?3";
+            (sql.to_owned(), "f")
         }
         None => (
-            format!("SELECT {OBJECT_COLUMNS} FROM objects WHERE resource = ?1"),
+            "SELECT id, revision FROM objects WHERE resource = ?1".to_owned(),
             "objects",
         ),
     };
@@ -159,22 +191,22 @@ fn list_query(opts: &ListOptions) -> (String, Vec<Value>) {
         args.push(Value::Text(ns.clone()));
         sql += &format!(" AND {t}.namespace = ?{}", args.len());
     }
-    if let Some((ns, name)) = &opts.continue_after {
-        args.push(Value::Text(ns.clone()));
-        args.push(Value::Text(name.clone()));
-        let (a, b) = (args.len() - 1, args.len());
-        sql += &format!(" AND ({t}.namespace, {t}.name) > (?{a}, ?{b})");
+    match (&opts.continue_after, &opts.filter.namespace) {
+        // Within one namespace compare names only, so SQLite walks the index in order.
+        (Some((after_ns, name)), Some(ns)) if after_ns == ns => {
+            args.push(Value::Text(name.clone()));
+            sql += &format!(" AND {t}.name > ?{}", args.len());
+        }
+        (Some((after_ns, name)), _) => {
+            args.push(Value::Text(after_ns.clone()));
+            args.push(Value::Text(name.clone()));
+            let (a, b) = (args.len() - 1, args.len());
+            sql += &format!(" AND ({t}.namespace, {t}.name) > (?{a}, ?{b})");
+        }
+        (None, _) => {}
     }
     sql += &format!(" ORDER BY {t}.namespace, {t}.name");
     (sql, args)
-}
-
-fn prefixed_columns(prefix: &str) -> String {
-    OBJECT_COLUMNS
-        .split(", ")
-        .map(|c| format!("{prefix}.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 pub(crate) fn inventory(

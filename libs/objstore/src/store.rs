@@ -9,6 +9,7 @@ use std::thread;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::cache::ObjectCache;
 use crate::config::StoreConfig;
 use crate::db;
 use crate::digest::Digest;
@@ -51,11 +52,11 @@ struct Inner {
 }
 
 /// State the writer updates and handles read.
-#[derive(Default)]
 pub(crate) struct Shared {
     pub(crate) revision: AtomicU64,
     pub(crate) compacted: AtomicU64,
     pub(crate) hub: Hub,
+    pub(crate) cache: Arc<ObjectCache>,
     pub(crate) stats: Counters,
 }
 
@@ -78,13 +79,17 @@ impl Store {
     pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, StoreError> {
         let path = path.as_ref().to_owned();
         let (conn, meta) = db::open_writer(&path, &config)?;
-        let shared = Arc::new(Shared::default());
-        shared.revision.store(meta.revision, Ordering::Release);
-        shared.compacted.store(meta.compacted, Ordering::Release);
+        let shared = Arc::new(Shared {
+            revision: AtomicU64::new(meta.revision),
+            compacted: AtomicU64::new(meta.compacted),
+            hub: Hub::default(),
+            cache: Arc::new(ObjectCache::new(config.cache_objects)),
+            stats: Counters::default(),
+        });
         shared.hub.start_at(meta.revision);
         let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
         let writer =
-            Writer::spawn(conn, meta, rx, shared.clone(), &config).map_err(StoreError::Spawn)?;
+            Writer::spawn(conn, meta, rx, shared.clone(), path.clone(), &config).map_err(StoreError::Spawn)?;
         let readers = Arc::new(ReadPool::new(path.clone(), config));
         let inner = Inner {
             path,
@@ -199,19 +204,19 @@ impl Store {
 
     pub async fn get(&self, key: &ObjKey) -> Result<Option<Arc<StoredObject>>, StoreError> {
         let key = key.clone();
-        let found = self
-            .inner
+        let cache = self.inner.shared.cache.clone();
+        self.inner
             .readers
-            .run(move |conn| read::get(conn, &key))
-            .await?;
-        Ok(found.map(Arc::new))
+            .run(move |conn| read::get(conn, &cache, &key))
+            .await
     }
 
     /// Lists current objects in `(namespace, name)` order, with the snapshot revision.
     pub async fn list(&self, opts: ListOptions) -> Result<ListResult, StoreError> {
+        let cache = self.inner.shared.cache.clone();
         self.inner
             .readers
-            .run(move |conn| read::list(conn, &opts))
+            .run(move |conn| read::list(conn, &cache, &opts))
             .await
     }
 

@@ -11,10 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread;
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use tokio::sync::mpsc;
 
-use crate::db::{self, Meta, OBJECT_COLUMNS};
+use crate::cache::{CacheUpdate, ObjectCache};
+use crate::checkpoint::Checkpointer;
+use crate::db::{self, Meta};
 use crate::error::StoreError;
 use crate::object::{Applied, Mutation, NewObject, ObjKey, StoredObject};
 use crate::outbox;
@@ -38,13 +40,16 @@ pub(crate) struct Job {
 /// The open group-commit transaction, as jobs see it.
 pub(crate) struct Batch<'c> {
     conn: &'c Connection,
+    cache: &'c ObjectCache,
     meta: Meta,
     changes: Vec<Arc<Change>>,
+    cache_updates: Vec<CacheUpdate>,
     failure: Option<StoreError>,
 }
 
 pub(crate) struct Writer {
     conn: Connection,
+    checkpointer: Checkpointer,
     rx: mpsc::Receiver<Job>,
     shared: Arc<Shared>,
     meta: Meta,
@@ -55,17 +60,19 @@ pub(crate) struct Writer {
 /// An object row loaded inside the transaction.
 struct Current {
     id: i64,
-    object: StoredObject,
+    object: Arc<StoredObject>,
 }
 
 // === impl Batch ===
 
 impl<'c> Batch<'c> {
-    fn new(conn: &'c Connection, meta: Meta) -> Self {
+    fn new(conn: &'c Connection, cache: &'c ObjectCache, meta: Meta) -> Self {
         Self {
             conn,
+            cache,
             meta,
             changes: Vec::new(),
+            cache_updates: Vec::new(),
             failure: None,
         }
     }
@@ -121,10 +128,10 @@ impl<'c> Batch<'c> {
     where
         F: FnOnce(Option<&StoredObject>, u64) -> Result<(Mutation, T), E>,
     {
-        let current = load(self.conn, &key).map_err(write_error)?;
+        let current = load(self.conn, self.cache, &key).map_err(write_error)?;
         let revision = self.meta.revision + 1;
         let decided = panic::catch_unwind(AssertUnwindSafe(|| {
-            f(current.as_ref().map(|c| &c.object), revision)
+            f(current.as_ref().map(|c| &*c.object), revision)
         }));
         let (mutation, output) = match decided {
             Err(_) => return Err(StoreError::MutatorPanicked),
@@ -132,7 +139,7 @@ impl<'c> Batch<'c> {
             Ok(Ok(decided)) => decided,
         };
         let (object, changed) = match (mutation, current) {
-            (Mutation::Keep, current) => (current.map(|c| Arc::new(c.object)), None),
+            (Mutation::Keep, current) => (current.map(|c| c.object), None),
             (Mutation::Delete, None) => (None, None),
             (Mutation::Delete, Some(current)) => {
                 self.delete(current).map_err(write_error)?;
@@ -157,12 +164,11 @@ impl<'c> Batch<'c> {
         new: NewObject,
     ) -> rusqlite::Result<Arc<StoredObject>> {
         self.meta.revision += 1;
-        let revision = self.meta.revision;
         let object = StoredObject {
             key,
             uid: new.uid,
             resource_version: new.resource_version,
-            revision,
+            revision: self.meta.revision,
             labels: new.labels,
             fields: new.fields,
             value: new.value,
@@ -179,27 +185,29 @@ impl<'c> Batch<'c> {
         let change = match prev {
             None => change(EventKind::Added, &object, None, None),
             Some(prev) => {
-                let labels = (prev.labels != object.labels).then_some(prev.labels);
-                let fields = (prev.fields != object.fields).then_some(prev.fields);
+                let labels = (prev.labels != object.labels).then(|| prev.labels.clone());
+                let fields = (prev.fields != object.fields).then(|| prev.fields.clone());
                 change(EventKind::Modified, &object, labels, fields)
             }
         };
         self.log(change)?;
+        self.cache_updates.push(CacheUpdate::Set(id, object.clone()));
         Ok(object)
     }
 
     fn delete(&mut self, current: Current) -> rusqlite::Result<()> {
         self.meta.revision += 1;
-        let revision = self.meta.revision;
         self.conn
             .prepare_cached("DELETE FROM objects WHERE id = ?1")?
             .execute([current.id])?;
         unindex(self.conn, &current.object)?;
         let last = Arc::new(StoredObject {
-            revision,
-            ..current.object
+            revision: self.meta.revision,
+            ..StoredObject::clone(&current.object)
         });
-        self.log(change(EventKind::Deleted, &last, None, None))
+        self.log(change(EventKind::Deleted, &last, None, None))?;
+        self.cache_updates.push(CacheUpdate::Remove(current.id));
+        Ok(())
     }
 
     /// Appends a change-log row and queues the change for watchers.
@@ -240,10 +248,13 @@ impl Writer {
         meta: Meta,
         rx: mpsc::Receiver<Job>,
         shared: Arc<Shared>,
+        path: std::path::PathBuf,
         config: &crate::StoreConfig,
     ) -> std::io::Result<thread::JoinHandle<()>> {
+        let checkpointer = Checkpointer::start(path, config);
         let writer = Self {
             conn,
+            checkpointer,
             rx,
             shared,
             meta,
@@ -281,14 +292,17 @@ impl Writer {
 
     fn run_batch(&mut self, jobs: Vec<Job>) {
         let job_count = jobs.len() as u64;
-        let mut batch = Batch::new(&self.conn, self.meta);
+        let mut batch = Batch::new(&self.conn, &self.shared.cache, self.meta);
         if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             batch.failure = Some(write_error(e));
         }
+        let t0 = std::time::Instant::now();
         let finishers: Vec<Finish> = jobs.into_iter().map(|job| (job.run)(&mut batch)).collect();
+        let t1 = std::time::Instant::now();
         let Batch {
             meta,
             changes,
+            cache_updates,
             failure,
             ..
         } = batch;
@@ -296,8 +310,10 @@ impl Writer {
             Some(e) => Err(e),
             None => self.commit(meta),
         };
+        let t2 = std::time::Instant::now();
+        PROF.with(|p| { let mut p = p.borrow_mut(); p.0 += (t1-t0).as_secs_f64(); p.1 += (t2-t1).as_secs_f64(); p.2 += 1; p.3 += job_count; if p.2 % 500 == 0 { eprintln!("batches {} jobs {} apply {:.3}s commit {:.3}s", p.2, p.3, p.0, p.1); } });
         match outcome {
-            Ok(meta) => self.committed(meta, &changes, job_count),
+            Ok(meta) => self.committed(meta, &changes, cache_updates, job_count),
             Err(_) => self.rollback(),
         }
         let result = outcome.as_ref().map(|_| ());
@@ -323,9 +339,17 @@ impl Writer {
         Ok(meta)
     }
 
-    fn committed(&mut self, meta: Meta, changes: &[Arc<Change>], jobs: u64) {
+    fn committed(
+        &mut self,
+        meta: Meta,
+        changes: &[Arc<Change>],
+        cache_updates: Vec<CacheUpdate>,
+        jobs: u64,
+    ) {
         self.meta = meta;
+        self.checkpointer.poke();
         let shared = &self.shared;
+        shared.cache.apply(cache_updates);
         shared.compacted.store(meta.compacted, Ordering::Release);
         shared.hub.publish(changes, meta.revision, || {
             shared.revision.store(meta.revision, Ordering::Release);
@@ -379,18 +403,15 @@ fn change(
     }
 }
 
-fn load(conn: &Connection, key: &ObjKey) -> rusqlite::Result<Option<Current>> {
-    let sql = format!(
-        "SELECT id, {OBJECT_COLUMNS} FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3"
-    );
-    conn.prepare_cached(&sql)?
-        .query_row([&key.resource, &key.namespace, &key.name], |row| {
-            Ok(Current {
-                id: row.get(0)?,
-                object: db::read_object(row, 1)?,
-            })
-        })
-        .optional()
+fn load(conn: &Connection, cache: &ObjectCache, key: &ObjKey) -> rusqlite::Result<Option<Current>> {
+    let Some((id, revision)) = crate::read::locate(conn, key)? else {
+        return Ok(None);
+    };
+    let object = match cache.get(id, revision) {
+        Some(object) => object,
+        None => Arc::new(crate::read::object_by_id(conn, id)?),
+    };
+    Ok(Some(Current { id, object }))
 }
 
 /// Writes the object row; returns its row id.
@@ -469,3 +490,5 @@ fn unindex(conn: &Connection, o: &StoredObject) -> rusqlite::Result<()> {
 fn write_error(e: rusqlite::Error) -> StoreError {
     StoreError::StoreWrite(Arc::new(e))
 }
+
+thread_local! { static PROF: std::cell::RefCell<(f64,f64,u64,u64)> = Default::default(); }

@@ -11,10 +11,12 @@ use std::time::Duration;
 
 use crate::{ChildGuard, eventually, http_get};
 
-/// Starts `bin` with `config` (YAML text, `{tmp}` replaced by a fresh temporary directory),
-/// checks `/healthz` and `/metrics`, sends SIGTERM and expects a clean exit within five seconds.
-pub async fn starts_serves_and_stops(bin: &Path, config: &str) {
+/// Starts `bin` with `config` (YAML text, `{tmp}` replaced by a fresh temporary directory that
+/// `prepare` may fill first), checks `/healthz` and `/metrics`, sends SIGTERM and expects a clean
+/// exit within five seconds.
+pub async fn starts_serves_and_stops(bin: &Path, config: &str, prepare: impl FnOnce(&Path)) {
     let dir = tempfile::tempdir().unwrap();
+    prepare(dir.path());
     let path = dir.path().join("config.yaml");
     std::fs::write(&path, config.replace("{tmp}", dir.path().to_str().unwrap())).unwrap();
     let mut child = Command::new(bin)
@@ -90,7 +92,10 @@ fn monitor_address(stderr: std::process::ChildStderr) -> SocketAddr {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
                 continue;
             };
-            if let Some(bound) = v["fields"]["bound"].as_str() {
+            let monitor = v["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("monitor server"));
+            if let Some(bound) = v["fields"]["bound"].as_str().filter(|_| monitor) {
                 let _ = tx.send(bound.parse::<SocketAddr>().unwrap());
             }
         }

@@ -61,8 +61,8 @@ async fn closed(conn: &mut TcpStream) -> bool {
     )
 }
 
-fn within(fut: impl Future<Output = ()>) -> impl Future<Output = ()> {
-    async { timeout(PATIENCE * 2, fut).await.expect("test timed out") }
+async fn within(fut: impl Future<Output = ()>) {
+    timeout(PATIENCE * 2, fut).await.expect("test timed out")
 }
 
 #[tokio::test]

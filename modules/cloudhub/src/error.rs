@@ -1,0 +1,46 @@
+//! cloudhub errors.
+
+/// cloudhub could not start, or a session ended abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// The CA or server certificate could not be loaded or made.
+    #[error("preparing cloudhub certificates")]
+    Certs(#[from] pki::PkiError),
+    /// A listener could not be bound.
+    #[error("binding the {transport} listener on {addr}")]
+    Bind {
+        transport: &'static str,
+        addr: std::net::SocketAddr,
+        #[source]
+        source: link::LinkError,
+    },
+    /// The connection failed (TLS, socket, bad frame).
+    #[error("link")]
+    Link(#[from] link::LinkError),
+    /// The client certificate names no node.
+    #[error(
+        "the client certificate is not a node certificate (CN system:node:<name>, O system:nodes)"
+    )]
+    NotANode,
+    /// The first frame was not a hello, or it did not come in time.
+    #[error("no hello: {0}")]
+    NoHello(String),
+    /// The hello was refused (impersonation, no common version).
+    #[error("hello refused")]
+    Handshake(#[from] wire::HandshakeError),
+    /// The peer broke the protocol (bad ack, data beyond the window, oversized inventory).
+    #[error("protocol violation: {0}")]
+    Protocol(String),
+    /// The peer stopped answering pings.
+    #[error("peer silent for longer than the keepalive timeout")]
+    PeerDead,
+    /// The peer closed the session.
+    #[error("peer closed the session: {0}")]
+    PeerClosed(String),
+    /// A newer session of the same node took over.
+    #[error("replaced by a newer session of the same node")]
+    Replaced,
+    /// cloudhub is shutting down.
+    #[error("shutting down")]
+    Shutdown,
+}

@@ -1,0 +1,505 @@
+//! cloudhub: the cloud end of the link. Edge nodes dial it over WebSocket (:10000) or QUIC
+//! (:10001) with mutual TLS; a node's identity is the `system:node:<name>` certificate it
+//! presents, and a hello claiming another name is refused. Each node gets one live session and
+//! a keyed downstream queue that outlives sessions. Cloud modules put downstream messages in
+//! cloudhub's mailbox with resource `node/<node>/<namespace>/<resource>/<name>`; cloudhub sends
+//! them under a window of many messages in flight and retransmits until the edge acks them (an
+//! ack means the edge committed them). Upstream messages from an edge go to the module named in
+//! their destination, else to the controller module, with resource `node/<node>/...`; cloudhub
+//! acks them to the edge once that module answered.
+//!
+//! # The controller protocol
+//!
+//! The controller module (default `edgecontroller`) knows what each node should hold. cloudhub
+//! asks it, with `send_sync`:
+//! - `query node/<node>/digest` → content: the 16-byte big-endian [`wire::Digest`] of the
+//!   `(resource/namespace/name, resourceVersion)` pairs the node should hold;
+//! - `query node/<node>/resync`, content: msgpack `Vec<(key, resourceVersion)>` of what the edge
+//!   holds → content: msgpack `Vec<Message>`, the upserts and deletes (resource
+//!   `<namespace>/<resource>/<name>`) that bring the edge to the desired state.
+//!
+//! Equal digests at connect mean nothing is sent at all; otherwise only the differences are. It
+//! also receives `connected` / `disconnected` events (resource `node/<node>`). Without a
+//! controller module there is no resync: queued messages are simply delivered.
+#![forbid(unsafe_code)]
+
+mod certs;
+mod config;
+mod error;
+mod metrics;
+mod node;
+mod session;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use beehive::{Context, Mailbox, Message, Module, ModuleError, Operation};
+use link::{Listener, ServerTls, Transport};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use wire::{Digest, KeepaliveConfig, Limits, WindowConfig};
+
+pub use config::{Config, Listener as ListenerConfig};
+pub use error::HubError;
+
+/// Module name.
+pub const NAME: &str = "cloudhub";
+/// Module group.
+pub const GROUP: &str = "cloudhub";
+
+/// The cloudhub module: listeners are bound by [`CloudHub::bind`], served once it runs.
+pub struct CloudHub {
+    shared: Arc<Shared>,
+    listeners: std::sync::Mutex<Vec<Listener>>,
+}
+
+/// A handle for the daemon and tests: bound addresses, the CA, counters.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+    websocket: Option<SocketAddr>,
+    quic: Option<SocketAddr>,
+    ca_pem: String,
+}
+
+/// Counters of one node, as seen from the cloud.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeCounters {
+    pub connected: bool,
+    pub queued: usize,
+    pub in_flight: usize,
+    pub sent: u64,
+    pub retransmits: u64,
+    pub acked: u64,
+    pub dropped: u64,
+    pub resyncs: u64,
+    pub upstream: u64,
+}
+
+/// State shared by the module loop, the accept loops and the sessions.
+pub(crate) struct Shared {
+    config: Config,
+    nodes: node::Nodes,
+    sessions: AtomicUsize,
+    session_ids: AtomicU64,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+// === impl CloudHub ===
+
+impl CloudHub {
+    /// Prepares certificates and binds the enabled listeners.
+    pub async fn bind(
+        config: Config,
+        shutdown: CancellationToken,
+    ) -> Result<(CloudHub, Handle), HubError> {
+        let certs = certs::ensure(&config)?;
+        let tls = ServerTls {
+            ca_pem: certs.ca.cert_pem().to_string(),
+            cert_pem: certs.server.cert_pem.clone(),
+            key_pem: certs.server.key_pem.clone(),
+        };
+        let limits = link::Limits {
+            max_frame: config.max_frame as usize,
+            handshake_timeout: config.handshake_timeout,
+            write_timeout: config.write_timeout,
+        };
+        let mut listeners = Vec::new();
+        let (mut websocket, mut quic) = (None, None);
+        if config.websocket.enable {
+            let l = bind_one(
+                Transport::WebSocket,
+                config.websocket.socket_addr(),
+                &tls,
+                limits,
+            )
+            .await?;
+            websocket = Some(l.local_addr());
+            listeners.push(l);
+        }
+        if config.quic.enable {
+            let l = bind_one(Transport::Quic, config.quic.socket_addr(), &tls, limits).await?;
+            quic = Some(l.local_addr());
+            listeners.push(l);
+        }
+        let window = WindowConfig {
+            window: config.window,
+            ..WindowConfig::default()
+        };
+        let shared = Arc::new(Shared {
+            nodes: node::Nodes::new(config.queue_capacity, window),
+            sessions: AtomicUsize::new(0),
+            session_ids: AtomicU64::new(rand::random::<u32>() as u64 * 1_000_000),
+            shutdown,
+            tasks: TaskTracker::new(),
+            config,
+        });
+        let handle = Handle {
+            shared: shared.clone(),
+            websocket,
+            quic,
+            ca_pem: certs.ca.cert_pem().to_string(),
+        };
+        Ok((
+            CloudHub {
+                shared,
+                listeners: std::sync::Mutex::new(listeners),
+            },
+            handle,
+        ))
+    }
+
+    fn route_downstream(&self, msg: Message) {
+        let Some((node, rest)) = split_node(msg.resource()) else {
+            tracing::warn!(msg_id = %msg.id(), resource = msg.resource(), "downstream message without node/<name>/ prefix dropped");
+            return;
+        };
+        let (node, rest) = (node.to_string(), rest.to_string());
+        let mut msg = msg;
+        msg.router.resource = rest.into();
+        let key = downstream_key(&msg);
+        if let Err(full) = self.shared.nodes.push(&node, key, msg) {
+            tracing::warn!(node_id = %node, key = %full.key, "downstream queue full; the node will be resynced");
+        }
+    }
+}
+
+async fn bind_one(
+    transport: Transport,
+    addr: SocketAddr,
+    tls: &ServerTls,
+    limits: link::Limits,
+) -> Result<Listener, HubError> {
+    let name = match transport {
+        Transport::WebSocket => "websocket",
+        Transport::Quic => "quic",
+    };
+    let listener = Listener::bind(transport, addr, tls, limits)
+        .await
+        .map_err(|source| HubError::Bind {
+            transport: name,
+            addr,
+            source,
+        })?;
+    tracing::info!(transport = name, bound = %listener.local_addr(), "cloudhub listening");
+    Ok(listener)
+}
+
+#[beehive::async_trait]
+impl Module for CloudHub {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn group(&self) -> &str {
+        GROUP
+    }
+
+    fn enabled(&self) -> bool {
+        self.shared.config.enable
+    }
+
+    async fn run(
+        &self,
+        ctx: Context,
+        mailbox: &mut Mailbox,
+        shutdown: CancellationToken,
+    ) -> Result<(), ModuleError> {
+        let listeners =
+            std::mem::take(&mut *self.listeners.lock().expect("listener lock poisoned"));
+        let permits = Arc::new(Semaphore::new(self.shared.config.node_limit));
+        for listener in listeners {
+            let (shared, ctx, permits) = (self.shared.clone(), ctx.clone(), permits.clone());
+            self.shared
+                .tasks
+                .spawn(accept_loop(listener, shared, ctx, permits));
+        }
+        let cancelled = shutdown.cancelled();
+        tokio::pin!(cancelled);
+        let mut batch = Vec::with_capacity(256);
+        loop {
+            let n = tokio::select! {
+                biased;
+                _ = &mut cancelled => break,
+                n = mailbox.recv_many(&mut batch, 256) => n,
+            };
+            if n == 0 {
+                break;
+            }
+            for msg in batch.drain(..) {
+                self.route_downstream(msg);
+            }
+        }
+        self.shared.shutdown.cancel();
+        self.shared.tasks.close();
+        self.shared.tasks.wait().await;
+        Ok(())
+    }
+}
+
+async fn accept_loop(
+    listener: Listener,
+    shared: Arc<Shared>,
+    ctx: Context,
+    permits: Arc<Semaphore>,
+) {
+    loop {
+        let incoming = tokio::select! {
+            biased;
+            _ = shared.shutdown.cancelled() => break,
+            incoming = listener.accept() => incoming,
+        };
+        let incoming = match incoming {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(remote = %incoming.remote_addr(), "node limit reached; connection refused");
+            shared.tasks.spawn(refuse_busy(incoming));
+            continue;
+        };
+        let (shared2, ctx) = (shared.clone(), ctx.clone());
+        shared.tasks.spawn(async move {
+            session::serve(incoming, shared2, ctx).await;
+            drop(permit);
+        });
+    }
+    listener.close();
+}
+
+/// Tells a node over the limit to come back later.
+async fn refuse_busy(incoming: link::Incoming) {
+    if let Ok(conn) = incoming.establish().await {
+        let (mut sink, _) = conn.split();
+        let busy = wire::Frame::Refuse {
+            reason: "node limit reached".into(),
+            retry_after_ms: Some(5_000),
+        };
+        let _ = sink.send(&busy).await;
+        sink.close("node limit reached").await;
+    }
+}
+
+// === impl Shared ===
+
+impl Shared {
+    fn next_session_id(&self) -> u64 {
+        self.session_ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_frame: self.config.max_frame,
+            recv_window: self.config.window,
+        }
+    }
+
+    fn keepalive_config(&self) -> KeepaliveConfig {
+        KeepaliveConfig {
+            interval: self.config.keepalive_interval,
+            timeout: self.config.keepalive_timeout,
+        }
+    }
+
+    fn has_controller(&self, ctx: &Context) -> bool {
+        ctx.has_module(&self.config.controller_module)
+    }
+
+    /// Which module handles an upstream message: its destination if that module exists, else
+    /// the controller.
+    fn upstream_handler(&self, ctx: &Context, msg: &Message) -> String {
+        let dest = msg.router.destination.as_str();
+        if !dest.is_empty() && dest != NAME && ctx.has_module(dest) {
+            dest.to_string()
+        } else {
+            self.config.controller_module.clone()
+        }
+    }
+
+    fn notify_controller(&self, ctx: &Context, node: &str, op: Operation) {
+        if self.has_controller(ctx) {
+            let event = Message::new().route(NAME, GROUP, format!("node/{node}"), op);
+            let _ = ctx.try_send(&self.config.controller_module, event);
+        }
+    }
+
+    /// What the node should hold, per the controller; `None` without a controller.
+    async fn desired_digest(&self, ctx: &Context, node: &str) -> Result<Option<Digest>, HubError> {
+        if !self.has_controller(ctx) {
+            return Ok(None);
+        }
+        let ask =
+            Message::new().route(NAME, GROUP, format!("node/{node}/digest"), Operation::Query);
+        let resp = self.ask_controller(ctx, ask).await?;
+        let bytes: [u8; 16] = resp.content[..].try_into().map_err(|_| {
+            HubError::Protocol(format!(
+                "controller digest of {} bytes, expected 16",
+                resp.content.len()
+            ))
+        })?;
+        Ok(Some(Digest::from_bytes(bytes)))
+    }
+
+    /// The messages that bring a node holding `inventory` to what it should hold.
+    async fn resync_diff(
+        &self,
+        ctx: &Context,
+        node: &str,
+        inventory: &wire::Inventory,
+    ) -> Result<Vec<Message>, HubError> {
+        if !self.has_controller(ctx) {
+            return Ok(Vec::new());
+        }
+        let held: Vec<(&String, &String)> = inventory.iter().collect();
+        let content = rmp_serde::to_vec(&held).expect("an inventory serializes");
+        let ask = Message::new()
+            .route(NAME, GROUP, format!("node/{node}/resync"), Operation::Query)
+            .with_content(content);
+        let resp = self.ask_controller(ctx, ask).await?;
+        rmp_serde::from_slice(&resp.content)
+            .map_err(|e| HubError::Protocol(format!("controller resync answer: {e}")))
+    }
+
+    async fn ask_controller(&self, ctx: &Context, ask: Message) -> Result<Message, HubError> {
+        let resp = ctx
+            .send_sync(
+                &self.config.controller_module,
+                ask,
+                self.config.controller_timeout,
+            )
+            .await
+            .map_err(|e| HubError::Protocol(format!("controller did not answer: {e}")))?;
+        match resp.router.operation {
+            Operation::Error => Err(HubError::Protocol(format!(
+                "controller refused: {}",
+                String::from_utf8_lossy(&resp.content)
+            ))),
+            _ => Ok(resp),
+        }
+    }
+}
+
+// === impl Handle ===
+
+impl Handle {
+    /// Where the WebSocket listener is bound, if enabled.
+    pub fn websocket_addr(&self) -> Option<SocketAddr> {
+        self.websocket
+    }
+
+    /// Where the QUIC listener is bound, if enabled.
+    pub fn quic_addr(&self) -> Option<SocketAddr> {
+        self.quic
+    }
+
+    /// The CA certificate edges must trust (and whose node certificates cloudhub accepts).
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Nodes with a live session.
+    pub fn sessions(&self) -> usize {
+        self.shared.sessions.load(Ordering::Relaxed)
+    }
+
+    /// Counters of one node, `None` if cloudhub never heard of it.
+    pub fn node(&self, node: &str) -> Option<NodeCounters> {
+        self.shared.nodes.get(node).map(|slot| counters(&slot))
+    }
+
+    /// Registers cloudhub's metrics.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        metrics::register(
+            registry,
+            self.sessions(),
+            self.shared
+                .nodes
+                .all()
+                .iter()
+                .map(|s| (s.name.clone(), counters(s))),
+        );
+    }
+}
+
+fn counters(slot: &node::NodeSlot) -> NodeCounters {
+    let (queued, in_flight) = slot.depth();
+    let s = &slot.stats;
+    NodeCounters {
+        connected: slot.connected.load(Ordering::Relaxed),
+        queued,
+        in_flight,
+        sent: s.sent.load(Ordering::Relaxed),
+        retransmits: s.retransmits.load(Ordering::Relaxed),
+        acked: s.acked.load(Ordering::Relaxed),
+        dropped: s.dropped.load(Ordering::Relaxed),
+        resyncs: s.resyncs.load(Ordering::Relaxed),
+        upstream: s.upstream.load(Ordering::Relaxed),
+    }
+}
+
+/// `node/<node>/<rest>` → (`node`, `rest`).
+fn split_node(resource: &str) -> Option<(&str, &str)> {
+    let rest = resource.strip_prefix("node/")?;
+    let (node, rest) = rest.split_once('/')?;
+    (!node.is_empty()).then_some((node, rest))
+}
+
+/// The resource an upstream message gets in the cloud: `node/<node>/<resource>`.
+pub(crate) fn node_resource(node: &str, resource: &str) -> String {
+    format!("node/{node}/{resource}")
+}
+
+/// Removes a `node/<node>/` prefix, if any.
+pub(crate) fn strip_node(resource: &str) -> &str {
+    split_node(resource).map_or(resource, |(_, rest)| rest)
+}
+
+/// The queue key of a downstream message: the canonical object key `resource/namespace/name`
+/// for objects (`<namespace>/<resource>/<name>` resources), the message id otherwise.
+pub(crate) fn downstream_key(msg: &Message) -> String {
+    let mut parts = msg.resource().split('/');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(ns), Some(res), Some(name), None) if !res.is_empty() && !name.is_empty() => {
+            wire::object_key(res, Some(ns), name)
+        }
+        _ => format!("msg/{}", msg.id()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_prefixes_split_and_strip() {
+        assert_eq!(
+            split_node("node/n1/default/pods/a"),
+            Some(("n1", "default/pods/a"))
+        );
+        assert_eq!(split_node("node//x"), None);
+        assert_eq!(split_node("default/pods/a"), None);
+        assert_eq!(strip_node("node/n1/default/pods/a"), "default/pods/a");
+        assert_eq!(
+            node_resource("n1", "default/pods/a"),
+            "node/n1/default/pods/a"
+        );
+    }
+
+    #[test]
+    fn objects_are_keyed_canonically_and_other_messages_by_id() {
+        let m = Message::new().route("x", "g", "default/pods/a", Operation::Update);
+        assert_eq!(downstream_key(&m), "pods/default/a");
+        let m = Message::new().route("x", "g", "/nodes/n1", Operation::Update);
+        assert_eq!(downstream_key(&m), "nodes//n1");
+        let m = Message::new().route("x", "g", "something", Operation::Response);
+        assert_eq!(downstream_key(&m), format!("msg/{}", m.id()));
+    }
+}

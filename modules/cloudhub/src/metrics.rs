@@ -1,0 +1,91 @@
+//! cloudhub's Prometheus metrics, filled at scrape time from the node counters.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::registry::Registry;
+
+use crate::NodeCounters;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabel {
+    node: String,
+}
+
+pub(crate) fn register(
+    registry: &mut Registry,
+    sessions: usize,
+    nodes: impl Iterator<Item = (String, NodeCounters)>,
+) {
+    let sub = registry.sub_registry_with_prefix("cloudhub");
+    sub.register(
+        "sessions",
+        "Nodes with a live session",
+        ConstGauge::new(sessions as i64),
+    );
+    let queued = Family::<NodeLabel, Gauge>::default();
+    let in_flight = Family::<NodeLabel, Gauge>::default();
+    let mut total = NodeCounters::default();
+    for (node, c) in nodes {
+        if c.queued > 0 || c.in_flight > 0 {
+            queued
+                .get_or_create(&NodeLabel { node: node.clone() })
+                .set(c.queued as i64);
+            in_flight
+                .get_or_create(&NodeLabel { node })
+                .set(c.in_flight as i64);
+        }
+        total.sent += c.sent;
+        total.retransmits += c.retransmits;
+        total.acked += c.acked;
+        total.dropped += c.dropped;
+        total.resyncs += c.resyncs;
+        total.upstream += c.upstream;
+    }
+    sub.register(
+        "queue_depth",
+        "Downstream messages waiting per node (nodes with any)",
+        queued,
+    );
+    sub.register(
+        "in_flight",
+        "Downstream messages sent and not yet acked per node (nodes with any)",
+        in_flight,
+    );
+    let counters = [
+        (
+            "messages_sent",
+            "Downstream data frames sent for the first time",
+            total.sent,
+        ),
+        (
+            "retransmits",
+            "Downstream data frames sent again after a timeout",
+            total.retransmits,
+        ),
+        (
+            "acks",
+            "Downstream messages acked by edges (committed there)",
+            total.acked,
+        ),
+        (
+            "drops",
+            "Downstream messages refused because a node queue was full (the node is resynced)",
+            total.dropped,
+        ),
+        (
+            "resyncs",
+            "Resyncs by inventory (digests differed)",
+            total.resyncs,
+        ),
+        (
+            "upstream_messages",
+            "Upstream data frames taken from edges",
+            total.upstream,
+        ),
+    ];
+    for (name, help, value) in counters {
+        sub.register(name, help, ConstCounter::new(value));
+    }
+}

@@ -1,0 +1,129 @@
+//! Per-node state that outlives sessions: the downstream queue and window, the live session,
+//! and counters.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use beehive::Message;
+use dashmap::DashMap;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use wire::{Outbound, QueueFull, WindowConfig};
+
+/// Every node cloudhub has heard of, connected or not.
+pub(crate) struct Nodes {
+    map: DashMap<String, Arc<NodeSlot>>,
+    queue_capacity: usize,
+    window: WindowConfig,
+}
+
+/// One node.
+pub(crate) struct NodeSlot {
+    pub name: String,
+    /// Queue plus window of downstream messages (std mutex: held for short, non-async steps).
+    pub outbound: Mutex<Outbound>,
+    /// Woken when something was queued.
+    pub wake: Notify,
+    /// Held by the node's live session for its whole life, so a replacement waits for the old
+    /// session to hand its unacked messages back to the queue.
+    pub live: tokio::sync::Mutex<()>,
+    /// The live session's id and its cancel token.
+    pub current: Mutex<Option<(u64, CancellationToken)>>,
+    /// Set when the queue overflowed: the session resyncs the node by inventory.
+    pub overflowed: AtomicBool,
+    pub connected: AtomicBool,
+    pub stats: NodeStats,
+}
+
+/// Counters of one node.
+#[derive(Default)]
+pub(crate) struct NodeStats {
+    pub sent: AtomicU64,
+    pub retransmits: AtomicU64,
+    pub acked: AtomicU64,
+    pub dropped: AtomicU64,
+    pub resyncs: AtomicU64,
+    pub upstream: AtomicU64,
+}
+
+// === impl Nodes ===
+
+impl Nodes {
+    pub fn new(queue_capacity: usize, window: WindowConfig) -> Self {
+        Nodes {
+            map: DashMap::new(),
+            queue_capacity,
+            window,
+        }
+    }
+
+    /// The slot of `node`, made on first use.
+    pub fn slot(&self, node: &str) -> Arc<NodeSlot> {
+        if let Some(slot) = self.map.get(node) {
+            return slot.clone();
+        }
+        self.map
+            .entry(node.to_string())
+            .or_insert_with(|| {
+                Arc::new(NodeSlot::new(
+                    node,
+                    self.queue_capacity,
+                    self.window.clone(),
+                ))
+            })
+            .clone()
+    }
+
+    pub fn get(&self, node: &str) -> Option<Arc<NodeSlot>> {
+        self.map.get(node).map(|s| s.clone())
+    }
+
+    pub fn all(&self) -> Vec<Arc<NodeSlot>> {
+        self.map.iter().map(|e| e.value().clone()).collect()
+    }
+
+    /// Queues a downstream message for `node` under `key` and wakes its session.
+    pub fn push(&self, node: &str, key: String, msg: Message) -> Result<(), QueueFull> {
+        let slot = self.slot(node);
+        let pushed = slot
+            .outbound
+            .lock()
+            .expect("outbound lock poisoned")
+            .push(key, msg);
+        match pushed {
+            Ok(_) => {
+                slot.wake.notify_one();
+                Ok(())
+            }
+            Err(full) => {
+                slot.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                slot.overflowed.store(true, Ordering::Release);
+                slot.wake.notify_one();
+                Err(full)
+            }
+        }
+    }
+}
+
+// === impl NodeSlot ===
+
+impl NodeSlot {
+    fn new(name: &str, queue_capacity: usize, window: WindowConfig) -> Self {
+        NodeSlot {
+            name: name.to_string(),
+            outbound: Mutex::new(Outbound::new(queue_capacity, window)),
+            wake: Notify::new(),
+            live: tokio::sync::Mutex::new(()),
+            current: Mutex::new(None),
+            overflowed: AtomicBool::new(false),
+            connected: AtomicBool::new(false),
+            stats: NodeStats::default(),
+        }
+    }
+
+    /// Queued plus in-flight downstream messages.
+    pub fn depth(&self) -> (usize, usize) {
+        let ob = self.outbound.lock().expect("outbound lock poisoned");
+        (ob.queue().len(), ob.window().len())
+    }
+}

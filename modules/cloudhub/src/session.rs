@@ -1,0 +1,505 @@
+//! One node's session: handshake, resync, then the loop that moves downstream data under the
+//! window, hands upstream data to the controller and acks it once handled, and pings.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use beehive::{Context, Message, MsgId, Operation, SyncError};
+use link::{FrameSink, Incoming, LinkError};
+use tokio::sync::mpsc;
+use tracing::Instrument;
+use wire::{
+    Ack, Frame, Hello, HelloCheck, InventoryCollector, Keepalive, KeepaliveAction, Receiver,
+    ResyncProgress, ResyncStart,
+};
+
+use crate::error::HubError;
+use crate::node::NodeSlot;
+use crate::{Shared, downstream_key, node_resource, strip_node};
+
+/// What an upstream handler task reports back to its session.
+enum Handled {
+    /// The message was handled (successfully or with a permanent error); ack it, and send the
+    /// reply down if there is one.
+    Done { seq: u64, reply: Option<Box<Message>> },
+    /// A transient failure: forget the seq so the edge's retransmission is taken again.
+    Retry { seq: u64 },
+}
+
+/// The state of one live session.
+struct Session<'a> {
+    shared: &'a Shared,
+    ctx: &'a Context,
+    slot: Arc<NodeSlot>,
+    sink: FrameSink,
+    receiver: Receiver,
+    keepalive: Keepalive,
+    handled_tx: mpsc::UnboundedSender<Handled>,
+    collector: Option<InventoryCollector>,
+    progress: Option<ResyncProgress>,
+    /// Ids queued before the digest was asked; dropped when the digests match.
+    before_digest: Option<HashSet<MsgId>>,
+    batch: Vec<Frame>,
+}
+
+/// Serves one incoming connection to its end, logging how it ended.
+pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, ctx: Context) {
+    let remote = incoming.remote_addr();
+    let span = tracing::info_span!("session", %remote, node_id = tracing::field::Empty);
+    async move {
+        match run(incoming, &shared, &ctx).await {
+            Ok(()) | Err(HubError::Shutdown) => tracing::debug!("session ended"),
+            Err(HubError::Replaced) => tracing::info!("session replaced by a newer one"),
+            Err(e) => tracing::info!(error = %e, cause = ?std::error::Error::source(&e).map(|c| c.to_string()), "session ended"),
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), HubError> {
+    let conn = incoming.establish().await?;
+    let Some(node) = conn.peer_node().map(str::to_string) else {
+        let (sink, _) = conn.split();
+        sink.close("client certificate is not a node certificate")
+            .await;
+        return Err(HubError::NotANode);
+    };
+    tracing::Span::current().record("node_id", node.as_str());
+    let (mut sink, stream) = conn.split();
+    let mut frames = stream.into_channel(256);
+    let hello = match read_hello(&mut frames, shared).await {
+        Ok(hello) => hello,
+        Err(e) => {
+            sink.close(&e.to_string()).await;
+            return Err(e);
+        }
+    };
+    if hello.node_id != node {
+        let err = wire::HandshakeError::NodeMismatch {
+            claimed: hello.node_id.clone(),
+            certified: node,
+        };
+        let _ = sink.send(&err.to_refuse()).await;
+        sink.close("impersonation refused").await;
+        return Err(err.into());
+    }
+    let slot = shared.nodes.slot(&node);
+    let session_id = shared.next_session_id();
+    let cancel = shared.shutdown.child_token();
+    if let Some((_, old)) = slot
+        .current
+        .lock()
+        .expect("session lock poisoned")
+        .replace((session_id, cancel.clone()))
+    {
+        old.cancel();
+    }
+    let _live = slot.live.lock().await;
+    let (handled_tx, handled_rx) = mpsc::unbounded_channel();
+    let now = Instant::now();
+    let mut session = Session {
+        shared,
+        ctx,
+        slot: slot.clone(),
+        sink,
+        receiver: Receiver::new(wire::RecvConfig {
+            window: shared.config.window,
+            ..Default::default()
+        }),
+        keepalive: Keepalive::new(shared.keepalive_config(), now),
+        handled_tx,
+        collector: None,
+        progress: None,
+        before_digest: None,
+        batch: Vec::new(),
+    };
+    let result = session.open(&hello, session_id).await;
+    let result = match result {
+        Ok(()) => session.run_loop(&mut frames, handled_rx, &cancel).await,
+        Err(e) => Err(e),
+    };
+    session.finish(session_id, &result).await;
+    result
+}
+
+// === impl Session ===
+
+impl Session<'_> {
+    /// Takes over the node's queue, answers the hello and starts the resync.
+    async fn open(&mut self, hello: &Hello, session_id: u64) -> Result<(), HubError> {
+        {
+            let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
+            ob.reset_for_new_session();
+            ob.set_peer_window(hello.limits.recv_window);
+            self.before_digest = Some(ob.queue().ids().collect());
+        }
+        self.slot.overflowed.store(false, Ordering::Release);
+        let desired = self
+            .shared
+            .desired_digest(self.ctx, &self.slot.name)
+            .await?;
+        let check = HelloCheck {
+            certified_node_id: &self.slot.name,
+            supported: wire::SUPPORTED_PROTOCOL_VERSIONS,
+            session_id,
+            limits: self.shared.limits(),
+            desired_digest: desired.unwrap_or(hello.inventory_digest),
+        };
+        let accepted = match wire::answer_hello(hello, &check) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = self.sink.send(&e.to_refuse()).await;
+                return Err(e.into());
+            }
+        };
+        self.sink.feed(&Frame::Welcome(accepted.welcome)).await?;
+        self.start_resync(accepted.resync, desired.is_some())
+            .await?;
+        self.sink.flush().await?;
+        self.slot.connected.store(true, Ordering::Release);
+        self.shared.sessions.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .notify_controller(self.ctx, &self.slot.name, Operation::Connected);
+        tracing::info!(session_id, "node connected");
+        Ok(())
+    }
+
+    async fn start_resync(
+        &mut self,
+        start: ResyncStart,
+        have_controller: bool,
+    ) -> Result<(), HubError> {
+        let before = self.before_digest.take().unwrap_or_default();
+        match start {
+            ResyncStart::UpToDate if have_controller => {
+                // The edge holds what it should: whatever was queued before is already there.
+                let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
+                ob.retain(|_, msg| !before.contains(&msg.id()));
+            }
+            ResyncStart::UpToDate => {}
+            ResyncStart::NeedInventory => {
+                self.slot.stats.resyncs.fetch_add(1, Ordering::Relaxed);
+                self.collector = Some(InventoryCollector::new(wire::DEFAULT_MAX_INVENTORY));
+            }
+        }
+        self.sink.feed(&start.frame()).await?;
+        Ok(())
+    }
+
+    async fn run_loop(
+        &mut self,
+        frames: &mut mpsc::Receiver<Result<Frame, LinkError>>,
+        mut handled: mpsc::UnboundedReceiver<Handled>,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<(), HubError> {
+        loop {
+            self.flush_due(Instant::now()).await?;
+            let deadline = self.next_deadline();
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {
+                    let replaced = !self.shared.shutdown.is_cancelled();
+                    let reason = if replaced { "replaced by a newer session" } else { "cloudhub shutting down" };
+                    let _ = self.sink.send(&Frame::Close { reason: reason.into() }).await;
+                    return Err(if replaced { HubError::Replaced } else { HubError::Shutdown });
+                }
+                frame = frames.recv() => match frame {
+                    Some(Ok(frame)) => self.on_frame(frame).await?,
+                    Some(Err(e)) => return Err(e.into()),
+                    None => return Err(HubError::PeerClosed("connection closed".into())),
+                },
+                Some(done) = handled.recv() => self.on_handled(done)?,
+                _ = self.slot.wake.notified() => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+            }
+        }
+    }
+
+    /// Sends everything that is due now: data under the window, acks, pings, resync done.
+    async fn flush_due(&mut self, now: Instant) -> Result<(), HubError> {
+        if self.slot.overflowed.swap(false, Ordering::AcqRel) && self.collector.is_none() {
+            tracing::warn!("downstream queue overflowed; resyncing the node by inventory");
+            self.start_resync(ResyncStart::NeedInventory, true).await?;
+        }
+        self.take_transmits(now);
+        if let Some(ack) = self.receiver.poll_ack(now) {
+            self.batch.push(Frame::Ack(ack));
+        }
+        match self.keepalive.poll(now) {
+            KeepaliveAction::Ping(nonce) => self.batch.push(Frame::Ping { nonce }),
+            KeepaliveAction::PeerDead => return Err(HubError::PeerDead),
+            KeepaliveAction::Wait => {}
+        }
+        if let Some(done) = self.progress.as_mut().and_then(|p| p.poll_done()) {
+            tracing::info!("resync complete");
+            self.progress = None;
+            self.batch.push(done);
+        }
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        for frame in self.batch.drain(..) {
+            self.sink.feed(&frame).await?;
+        }
+        self.sink.flush().await?;
+        Ok(())
+    }
+
+    fn take_transmits(&mut self, now: Instant) {
+        let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
+        while let Some(t) = ob.poll_transmit(now) {
+            let stat = if t.attempt > 1 {
+                &self.slot.stats.retransmits
+            } else {
+                &self.slot.stats.sent
+            };
+            stat.fetch_add(1, Ordering::Relaxed);
+            self.batch.push(Frame::Data {
+                seq: t.seq,
+                msg: t.msg,
+            });
+        }
+    }
+
+    fn next_deadline(&self) -> Instant {
+        let ob = self
+            .slot
+            .outbound
+            .lock()
+            .expect("outbound lock poisoned")
+            .poll_timeout();
+        [
+            ob,
+            self.receiver.poll_timeout(),
+            Some(self.keepalive.poll_timeout()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or_else(|| Instant::now() + self.shared.config.keepalive_interval)
+    }
+
+    async fn on_frame(&mut self, frame: Frame) -> Result<(), HubError> {
+        let now = Instant::now();
+        self.keepalive.on_frame(now);
+        match frame {
+            Frame::Ack(ack) => self.on_ack(&ack, now),
+            Frame::Data { seq, msg } => self.on_data(seq, msg, now),
+            Frame::Ping { nonce } => Ok(self.sink.send(&Frame::Pong { nonce }).await?),
+            Frame::Pong { nonce } => {
+                self.keepalive.on_pong(nonce, now);
+                Ok(())
+            }
+            Frame::Inventory { entries, last } => self.on_inventory(entries, last).await,
+            Frame::Close { reason } => Err(HubError::PeerClosed(reason)),
+            other => Err(HubError::Protocol(format!(
+                "unexpected {} frame in a session",
+                other.kind()
+            ))),
+        }
+    }
+
+    fn on_ack(&mut self, ack: &Ack, now: Instant) -> Result<(), HubError> {
+        let acked = {
+            let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
+            ob.on_ack(ack, now)
+                .map_err(|e| HubError::Protocol(e.to_string()))?
+        };
+        self.slot
+            .stats
+            .acked
+            .fetch_add(acked.len() as u64, Ordering::Relaxed);
+        if let Some(progress) = &mut self.progress {
+            for a in &acked {
+                progress.on_acked(&a.key);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_data(&mut self, seq: u64, msg: Message, now: Instant) -> Result<(), HubError> {
+        let arrival = self
+            .receiver
+            .on_data(seq, now)
+            .map_err(|e| HubError::Protocol(e.to_string()))?;
+        if arrival == wire::Arrival::Duplicate {
+            return Ok(());
+        }
+        self.slot.stats.upstream.fetch_add(1, Ordering::Relaxed);
+        let handler = self.shared.upstream_handler(self.ctx, &msg);
+        let ctx = self.ctx.clone();
+        let node = self.slot.name.clone();
+        let timeout = self.shared.config.controller_timeout;
+        let done = self.handled_tx.clone();
+        tokio::spawn(async move {
+            let outcome = handle_upstream(&ctx, &handler, &node, seq, msg, timeout).await;
+            let _ = done.send(outcome);
+        });
+        Ok(())
+    }
+
+    fn on_handled(&mut self, done: Handled) -> Result<(), HubError> {
+        let now = Instant::now();
+        match done {
+            Handled::Done { seq, reply } => {
+                self.receiver
+                    .processed(seq, now)
+                    .map_err(|e| HubError::Protocol(e.to_string()))?;
+                if let Some(reply) = reply {
+                    let key = format!("reply/{}", reply.id());
+                    let _ = self.shared.nodes.push(&self.slot.name, key, *reply);
+                }
+            }
+            Handled::Retry { seq } => {
+                let _ = self.receiver.forget(seq);
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_inventory(
+        &mut self,
+        entries: Vec<wire::InventoryEntry>,
+        last: bool,
+    ) -> Result<(), HubError> {
+        let collector = self
+            .collector
+            .as_mut()
+            .ok_or_else(|| HubError::Protocol("inventory sent without a request".into()))?;
+        let Some(inventory) = collector
+            .on_chunk(entries, last)
+            .map_err(|e| HubError::Protocol(e.to_string()))?
+        else {
+            return Ok(());
+        };
+        self.collector = None;
+        {
+            // Drop queued versions the edge already holds, and deletes of what it does not hold.
+            let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
+            ob.retain(|key, msg| !already_held(&inventory, key, msg));
+        }
+        let diff = self
+            .shared
+            .resync_diff(self.ctx, &self.slot.name, &inventory)
+            .await?;
+        let keys: Vec<String> = diff.iter().map(downstream_key).collect();
+        let plan = wire::ResyncPlan {
+            upserts: keys
+                .iter()
+                .zip(&diff)
+                .filter(|(_, m)| m.router.operation != Operation::Delete)
+                .map(|(k, _)| k.clone())
+                .collect(),
+            deletes: keys
+                .iter()
+                .zip(&diff)
+                .filter(|(_, m)| m.router.operation == Operation::Delete)
+                .map(|(k, _)| k.clone())
+                .collect(),
+        };
+        tracing::info!(
+            held = inventory.len(),
+            upserts = plan.upserts.len(),
+            deletes = plan.deletes.len(),
+            "resync planned"
+        );
+        for (key, msg) in keys.into_iter().zip(diff) {
+            let _ = self.shared.nodes.push(&self.slot.name, key, msg);
+        }
+        self.progress = Some(ResyncProgress::new(&plan));
+        Ok(())
+    }
+
+    async fn finish(mut self, session_id: u64, result: &Result<(), HubError>) {
+        {
+            let mut current = self.slot.current.lock().expect("session lock poisoned");
+            if current.as_ref().is_some_and(|(id, _)| *id == session_id) {
+                *current = None;
+            }
+        }
+        self.slot
+            .outbound
+            .lock()
+            .expect("outbound lock poisoned")
+            .reset_for_new_session();
+        if self.slot.connected.swap(false, Ordering::AcqRel) {
+            self.shared.sessions.fetch_sub(1, Ordering::Relaxed);
+            self.shared
+                .notify_controller(self.ctx, &self.slot.name, Operation::Disconnected);
+        }
+        if let Err(e) = result
+            && !matches!(
+                e,
+                HubError::Replaced | HubError::Shutdown | HubError::PeerClosed(_)
+            )
+        {
+            let _ = self
+                .sink
+                .send(&Frame::Close {
+                    reason: e.to_string(),
+                })
+                .await;
+        }
+    }
+}
+
+async fn read_hello(
+    frames: &mut mpsc::Receiver<Result<Frame, LinkError>>,
+    shared: &Shared,
+) -> Result<Hello, HubError> {
+    let first = tokio::time::timeout(shared.config.handshake_timeout, frames.recv())
+        .await
+        .map_err(|_| HubError::NoHello("no frame within the handshake timeout".into()))?;
+    match first {
+        Some(Ok(Frame::Hello(hello))) => Ok(hello),
+        Some(Ok(other)) => Err(HubError::NoHello(format!(
+            "first frame was {}",
+            other.kind()
+        ))),
+        Some(Err(e)) => Err(e.into()),
+        None => Err(HubError::NoHello("connection closed before hello".into())),
+    }
+}
+
+/// Hands one upstream message to its module and turns the answer into what the session does.
+async fn handle_upstream(
+    ctx: &Context,
+    handler: &str,
+    node: &str,
+    seq: u64,
+    mut msg: Message,
+    timeout: std::time::Duration,
+) -> Handled {
+    let sync = msg.header.sync;
+    msg.router.resource = node_resource(node, &msg.router.resource).into();
+    let reply = match ctx.send_sync(handler, msg.clone(), timeout).await {
+        Ok(mut resp) => {
+            resp.router.resource = strip_node(&resp.router.resource).into();
+            (sync || resp.router.operation == Operation::Error).then(|| Box::new(resp))
+        }
+        Err(SyncError::NoSuchModule(_)) => {
+            let text = format!(
+                "no cloud module handles upstream messages for {}",
+                msg.resource()
+            );
+            Some(Box::new(msg.error_response("cloudhub", text)))
+        }
+        Err(e) => {
+            tracing::warn!(seq, error = %e, "upstream message not handled; the edge will resend it");
+            return Handled::Retry { seq };
+        }
+    };
+    Handled::Done { seq, reply }
+}
+
+/// True when the edge already holds what `msg` would bring it to.
+fn already_held(inventory: &wire::Inventory, key: &str, msg: &Message) -> bool {
+    match (&msg.router.operation, inventory.get(key)) {
+        (Operation::Delete, held) => held.is_none(),
+        (_, Some(rv)) => msg.header.resource_version.as_deref() == Some(rv.as_str()),
+        (_, None) => false,
+    }
+}

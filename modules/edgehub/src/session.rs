@@ -1,0 +1,512 @@
+//! One link session, edge side: dial and hello, then the loop that applies downstream data
+//! through metamanager, acks it once committed, answers inventory requests, drains the outbox
+//! and forwards local requests.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use beehive::{Context, Mailbox, Message, MsgId, Operation};
+use link::{FrameSink, LinkError};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use wire::{
+    Frame, Hello, InventoryEntry, Keepalive, KeepaliveAction, KeepaliveConfig, Limits, Outbound,
+    Receiver, RecvConfig, WindowConfig,
+};
+
+use crate::{EdgeHub, HubError, LinkState, NAME};
+
+/// A connection that got its welcome.
+pub(crate) struct Established {
+    sink: FrameSink,
+    frames: mpsc::Receiver<Result<Frame, LinkError>>,
+    welcome: wire::Welcome,
+}
+
+/// Dials `server`, says hello and reads the welcome.
+pub(crate) async fn dial(hub: &EdgeHub, server: &str) -> Result<Established, HubError> {
+    let (transport, _, handshake, write) = hub.config.endpoints();
+    let addr = tokio::net::lookup_host(server)
+        .await
+        .map_err(|source| HubError::Resolve {
+            server: server.into(),
+            source,
+        })?
+        .next()
+        .ok_or_else(|| HubError::Resolve {
+            server: server.into(),
+            source: std::io::Error::other("no address"),
+        })?;
+    let mut tls = hub.tls.clone();
+    tls.server_name = hub
+        .config
+        .server_name
+        .clone()
+        .unwrap_or_else(|| host_of(server).to_string());
+    let limits = link::Limits {
+        max_frame: hub.config.max_frame as usize,
+        handshake_timeout: handshake,
+        write_timeout: write,
+    };
+    let conn = link::connect(transport, addr, &tls, limits).await?;
+    let (mut sink, stream) = conn.split();
+    let mut frames = stream.into_channel(256);
+    let hello = Hello {
+        protocol_versions: wire::SUPPORTED_PROTOCOL_VERSIONS.to_vec(),
+        node_id: hub.node.clone(),
+        inventory_digest: wire::Digest::from_u128(hub.meta.digest().await?.as_u128()),
+        limits: Limits {
+            max_frame: hub.config.max_frame,
+            recv_window: hub.config.window,
+        },
+        resume: None,
+    };
+    sink.send(&Frame::Hello(hello)).await?;
+    let first = tokio::time::timeout(handshake, frames.recv())
+        .await
+        .map_err(|_| HubError::NoWelcome)?;
+    let welcome = match first {
+        Some(Ok(frame)) => wire::read_welcome(frame, wire::SUPPORTED_PROTOCOL_VERSIONS)?,
+        Some(Err(e)) => return Err(e.into()),
+        None => return Err(HubError::PeerClosed("closed before welcome".into())),
+    };
+    Ok(Established {
+        sink,
+        frames,
+        welcome,
+    })
+}
+
+/// Runs a session until the link drops or edgecore shuts down.
+pub(crate) async fn run(
+    hub: &EdgeHub,
+    ctx: &Context,
+    mailbox: &mut Mailbox,
+    shutdown: &CancellationToken,
+    established: Established,
+    server: &str,
+) -> Result<(), HubError> {
+    let Established {
+        sink,
+        mut frames,
+        welcome,
+    } = established;
+    let now = Instant::now();
+    let window = WindowConfig {
+        window: hub.config.window,
+        ..WindowConfig::default()
+    };
+    let mut outbound = Outbound::new(hub.config.window as usize * 4, window);
+    outbound.set_peer_window(welcome.limits.recv_window);
+    let mut session = Session {
+        hub,
+        ctx,
+        sink,
+        outbound,
+        receiver: Receiver::new(RecvConfig {
+            window: hub.config.window,
+            ..RecvConfig::default()
+        }),
+        keepalive: Keepalive::new(
+            KeepaliveConfig {
+                interval: hub.config.heartbeat,
+                timeout: hub.config.keepalive_timeout,
+            },
+            now,
+        ),
+        to_meta: spawn_forwarder(ctx.clone()),
+        at_meta: HashMap::new(),
+        outbox_sent: HashMap::new(),
+        outbox_ids: HashSet::new(),
+        requests: HashSet::new(),
+        bucket: TokenBucket::new(hub.config.message_qps, hub.config.message_burst, now),
+        outbox_dirty: true,
+        peer_max_frame: welcome.limits.max_frame as usize,
+        batch: Vec::new(),
+    };
+    hub.state.send_replace(LinkState::Connected {
+        session_id: welcome.session_id,
+        server: server.to_string(),
+    });
+    tracing::info!(%server, session_id = welcome.session_id, "linked to cloudhub");
+    let result = session.run_loop(&mut frames, mailbox, shutdown).await;
+    session.fail_requests();
+    if matches!(result, Err(HubError::Shutdown)) {
+        session.sink.close("edgecore shutting down").await;
+    }
+    result
+}
+
+struct Session<'a> {
+    hub: &'a EdgeHub,
+    ctx: &'a Context,
+    sink: FrameSink,
+    /// Upstream queue and window; per session (the durable queue is the outbox).
+    outbound: Outbound,
+    receiver: Receiver,
+    keepalive: Keepalive,
+    to_meta: mpsc::UnboundedSender<Message>,
+    /// Downstream messages handed to metamanager, by id, with their seq.
+    at_meta: HashMap<MsgId, u64>,
+    /// Upstream messages from the outbox, by id, with their outbox entry id.
+    outbox_sent: HashMap<MsgId, u64>,
+    /// Outbox entry ids taken this session.
+    outbox_ids: HashSet<u64>,
+    /// Sync requests from local modules waiting for the cloud's reply.
+    requests: HashSet<MsgId>,
+    bucket: TokenBucket,
+    outbox_dirty: bool,
+    peer_max_frame: usize,
+    batch: Vec<Frame>,
+}
+
+// === impl Session ===
+
+impl Session<'_> {
+    async fn run_loop(
+        &mut self,
+        frames: &mut mpsc::Receiver<Result<Frame, LinkError>>,
+        mailbox: &mut Mailbox,
+        shutdown: &CancellationToken,
+    ) -> Result<(), HubError> {
+        let mut local = Vec::with_capacity(256);
+        loop {
+            self.refill_from_outbox().await?;
+            self.flush_due(Instant::now()).await?;
+            let deadline = self.next_deadline();
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return Err(HubError::Shutdown),
+                frame = frames.recv() => match frame {
+                    Some(Ok(frame)) => self.on_frame(frame).await?,
+                    Some(Err(e)) => return Err(e.into()),
+                    None => return Err(HubError::PeerClosed("connection closed".into())),
+                },
+                n = mailbox.recv_many(&mut local, 256) => {
+                    if n == 0 {
+                        return Err(HubError::Shutdown);
+                    }
+                    for msg in local.drain(..) {
+                        self.on_local(msg)?;
+                    }
+                }
+                _ = self.hub.meta.outbox_changed() => self.outbox_dirty = true,
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+            }
+        }
+    }
+
+    async fn flush_due(&mut self, now: Instant) -> Result<(), HubError> {
+        while let Some(t) = self.outbound.poll_transmit(now) {
+            self.hub.stats.upstream_sent.fetch_add(1, Ordering::Relaxed);
+            self.batch.push(Frame::Data {
+                seq: t.seq,
+                msg: t.msg,
+            });
+        }
+        if let Some(ack) = self.receiver.poll_ack(now) {
+            self.batch.push(Frame::Ack(ack));
+        }
+        match self.keepalive.poll(now) {
+            KeepaliveAction::Ping(nonce) => self.batch.push(Frame::Ping { nonce }),
+            KeepaliveAction::PeerDead => return Err(HubError::PeerDead),
+            KeepaliveAction::Wait => {}
+        }
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        for frame in self.batch.drain(..) {
+            self.sink.feed(&frame).await?;
+        }
+        self.sink.flush().await?;
+        Ok(())
+    }
+
+    fn next_deadline(&self) -> Instant {
+        let outbox = (self.outbox_dirty && self.has_room()).then(|| self.bucket.next_token());
+        [
+            self.outbound.poll_timeout(),
+            self.receiver.poll_timeout(),
+            Some(self.keepalive.poll_timeout()),
+            outbox,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .expect("the keepalive always has a deadline")
+    }
+
+    fn has_room(&self) -> bool {
+        self.outbound.queue().len() + self.outbound.window().len() < self.hub.config.window as usize
+    }
+
+    /// Moves outbox entries into the upstream window, within the rate limit.
+    async fn refill_from_outbox(&mut self) -> Result<(), HubError> {
+        if !self.outbox_dirty || !self.has_room() {
+            return Ok(());
+        }
+        let tokens = self
+            .bucket
+            .take_up_to(self.hub.config.window as usize, Instant::now());
+        if tokens == 0 {
+            return Ok(());
+        }
+        let entries = self
+            .hub
+            .meta
+            .store()
+            .outbox_peek(tokens + self.outbox_ids.len())
+            .await?;
+        let fresh: Vec<_> = entries
+            .into_iter()
+            .filter(|e| !self.outbox_ids.contains(&e.id))
+            .collect();
+        self.outbox_dirty = fresh.len() >= tokens;
+        self.bucket.give_back(tokens.saturating_sub(fresh.len()));
+        for entry in fresh.into_iter().take(tokens) {
+            match beehive::codec::decode(&entry.payload) {
+                Ok(msg) => {
+                    self.outbox_sent.insert(msg.id(), entry.id);
+                    self.outbox_ids.insert(entry.id);
+                    let _ = self.outbound.push(entry.key, msg);
+                }
+                Err(e) => {
+                    tracing::error!(outbox_id = entry.id, error = %e, "undecodable outbox entry dropped");
+                    self.hub.meta.store().outbox_ack(vec![entry.id]).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_frame(&mut self, frame: Frame) -> Result<(), HubError> {
+        let now = Instant::now();
+        self.keepalive.on_frame(now);
+        match frame {
+            Frame::Data { seq, msg } => self.on_data(seq, msg, now),
+            Frame::Ack(ack) => self.on_ack(&ack, now).await,
+            Frame::Ping { nonce } => Ok(self.sink.send(&Frame::Pong { nonce }).await?),
+            Frame::Pong { nonce } => {
+                self.keepalive.on_pong(nonce, now);
+                Ok(())
+            }
+            Frame::InventoryRequest => self.send_inventory().await,
+            Frame::ResyncDone { upserts, deletes } => {
+                tracing::info!(upserts, deletes, "in sync with the cloud");
+                Ok(())
+            }
+            Frame::Close { reason } => Err(HubError::PeerClosed(reason)),
+            other => Err(HubError::Protocol(format!(
+                "unexpected {} frame in a session",
+                other.kind()
+            ))),
+        }
+    }
+
+    fn on_data(&mut self, seq: u64, msg: Message, now: Instant) -> Result<(), HubError> {
+        let arrival = self
+            .receiver
+            .on_data(seq, now)
+            .map_err(|e| HubError::Protocol(e.to_string()))?;
+        if arrival == wire::Arrival::Duplicate {
+            self.hub.stats.duplicates.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        self.hub.stats.downstream.fetch_add(1, Ordering::Relaxed);
+        if let Some(parent) = msg.parent_id() {
+            // The cloud's answer to a request from a local module.
+            self.requests.remove(&parent);
+            if self.ctx.respond(msg).is_err() {
+                tracing::debug!(%parent, "reply from the cloud came after its waiter gave up");
+            }
+            return self.processed(seq, now);
+        }
+        match msg.router.operation {
+            Operation::Insert | Operation::Update | Operation::Delete => {
+                let mut msg = msg;
+                msg.router.source = NAME.into();
+                msg.header.sync = false;
+                self.at_meta.insert(msg.id(), seq);
+                let _ = self.to_meta.send(msg);
+                Ok(())
+            }
+            _ => {
+                let group = msg.router.group.clone();
+                if let Err(e) = self.ctx.try_send_to_group(&group, msg) {
+                    tracing::warn!(%group, error = %e, "downstream message for no local module dropped");
+                }
+                self.processed(seq, now)
+            }
+        }
+    }
+
+    fn processed(&mut self, seq: u64, now: Instant) -> Result<(), HubError> {
+        self.receiver
+            .processed(seq, now)
+            .map_err(|e| HubError::Protocol(e.to_string()))
+    }
+
+    async fn on_ack(&mut self, ack: &wire::Ack, now: Instant) -> Result<(), HubError> {
+        let acked = self
+            .outbound
+            .on_ack(ack, now)
+            .map_err(|e| HubError::Protocol(e.to_string()))?;
+        self.hub
+            .stats
+            .upstream_acked
+            .fetch_add(acked.len() as u64, Ordering::Relaxed);
+        let done: Vec<u64> = acked
+            .iter()
+            .filter_map(|a| self.outbox_sent.remove(&a.msg_id))
+            .collect();
+        if !done.is_empty() {
+            for id in &done {
+                self.outbox_ids.remove(id);
+            }
+            self.hub.meta.store().outbox_ack(done).await?;
+            self.outbox_dirty = true;
+        }
+        Ok(())
+    }
+
+    /// A message from a local module: metamanager's commit report, or something for the cloud.
+    fn on_local(&mut self, msg: Message) -> Result<(), HubError> {
+        if let Some(parent) = msg.parent_id()
+            && let Some(seq) = self.at_meta.remove(&parent)
+        {
+            if msg.router.operation == Operation::Error {
+                tracing::warn!(%parent, error = %String::from_utf8_lossy(&msg.content), "downstream message refused by metamanager");
+            }
+            return self.processed(seq, Instant::now());
+        }
+        if msg.parent_id().is_some() {
+            return Ok(()); // a commit report from an earlier session: the cloud resends that message
+        }
+        if msg.header.sync {
+            self.requests.insert(msg.id());
+        }
+        let key = format!("req/{}", msg.id());
+        if let Err(full) = self.outbound.push(key, msg) {
+            let msg = *full.msg;
+            let resp = msg.error_response(NAME, "edgehub upstream queue is full; try again");
+            let _ = self.ctx.respond(resp);
+        }
+        Ok(())
+    }
+
+    async fn send_inventory(&mut self) -> Result<(), HubError> {
+        let held = self.hub.meta.inventory().await?;
+        self.hub.stats.inventories.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(objects = held.len(), "sending inventory for resync");
+        let entries = held.into_iter().map(|(k, rv)| InventoryEntry {
+            key: wire::object_key(&k.resource, Some(&k.namespace), &k.name),
+            resource_version: rv,
+        });
+        for frame in wire::inventory_frames(entries, self.peer_max_frame) {
+            self.sink.feed(&frame).await?;
+        }
+        self.sink.flush().await?;
+        Ok(())
+    }
+
+    /// Local modules waiting for the cloud get an answer now rather than at their timeout.
+    fn fail_requests(&mut self) {
+        for id in self.requests.drain() {
+            let mut resp = Message::new()
+                .route(NAME, "", "", Operation::Error)
+                .with_content("the link to the cloud was lost before the reply came");
+            resp.header.parent_id = Some(id);
+            let _ = self.ctx.respond(resp);
+        }
+    }
+}
+
+/// Hands downstream messages to metamanager in order, off the session loop, so the loop never
+/// waits on metamanager's mailbox (the window bounds how many are queued here).
+fn spawn_forwarder(ctx: Context) -> mpsc::UnboundedSender<Message> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+    tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            if let Err(e) = ctx.send(metamanager::NAME, msg).await {
+                tracing::error!(error = %e, "metamanager is gone; downstream message not applied");
+            }
+        }
+    });
+    tx
+}
+
+fn host_of(server: &str) -> &str {
+    match server.rsplit_once(':') {
+        Some((host, _)) => host.trim_start_matches('[').trim_end_matches(']'),
+        None => server,
+    }
+}
+
+/// A token bucket for the outbox drain rate.
+struct TokenBucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl TokenBucket {
+    fn new(qps: u32, burst: u32, now: Instant) -> Self {
+        let burst = f64::from(burst.max(1));
+        TokenBucket {
+            rate: f64::from(qps.max(1)),
+            burst,
+            tokens: burst,
+            at: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+        self.at = now;
+    }
+
+    /// Takes up to `max` whole tokens.
+    fn take_up_to(&mut self, max: usize, now: Instant) -> usize {
+        self.refill(now);
+        let n = (self.tokens.floor() as usize).min(max);
+        self.tokens -= n as f64;
+        n
+    }
+
+    fn give_back(&mut self, n: usize) {
+        self.tokens = (self.tokens + n as f64).min(self.burst);
+    }
+
+    /// When the next whole token is there.
+    fn next_token(&self) -> Instant {
+        let missing = (1.0 - self.tokens).max(0.0);
+        self.at + Duration::from_secs_f64(missing / self.rate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_allows_a_burst_then_the_rate() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(10, 5, t0);
+        assert_eq!(b.take_up_to(100, t0), 5);
+        assert_eq!(b.take_up_to(100, t0), 0);
+        assert_eq!(b.next_token(), t0 + Duration::from_millis(100));
+        assert_eq!(b.take_up_to(100, t0 + Duration::from_millis(350)), 3);
+        b.give_back(2);
+        assert_eq!(b.take_up_to(1, t0 + Duration::from_millis(350)), 1);
+    }
+
+    #[test]
+    fn hosts_come_out_of_server_addresses() {
+        assert_eq!(host_of("cloud.example:10000"), "cloud.example");
+        assert_eq!(host_of("127.0.0.1:10000"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:10000"), "::1");
+    }
+}
