@@ -99,18 +99,19 @@ pub async fn cloud(pki: &Pki, desired: Arc<Desired>, ports: Ports) -> Cloud {
     hub.quic.port = ports.quic;
     hub.keepalive_interval = Duration::from_secs(2);
     hub.keepalive_timeout = Duration::from_secs(6);
-    let shutdown = CancellationToken::new();
-    let running = cloudcore::start_with(
-        config,
-        shutdown.clone(),
-        vec![Controller::module(desired.clone())],
-    )
-    .await
-    .unwrap();
-    Cloud {
-        running,
-        desired,
-        shutdown,
+    // A cloud restarted in the same process may find its old QUIC socket still draining for a
+    // moment (a restarted process would not): retry the bind for a bounded time.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let shutdown = CancellationToken::new();
+        let extra = vec![Controller::module(desired.clone())];
+        match cloudcore::start_with(config.clone(), shutdown.clone(), extra).await {
+            Ok(running) => return Cloud { running, desired, shutdown },
+            Err(e) if tokio::time::Instant::now() < deadline && format!("{e:#}").contains("in use") => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("cloudcore did not start: {e:#}"),
+        }
     }
 }
 

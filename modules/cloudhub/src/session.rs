@@ -407,7 +407,15 @@ impl Session<'_> {
             "resync planned"
         );
         for (key, msg) in keys.into_iter().zip(diff) {
-            let _ = self.shared.nodes.push(&self.slot.name, key, msg);
+            // A key already queued or in flight gets the controller's latest version through
+            // the normal path; sending the diff's copy too would deliver it twice.
+            let covered = {
+                let ob = self.slot.outbound.lock().expect("outbound lock poisoned");
+                ob.queue().pending(&key).is_some() || ob.queue().is_in_flight(&key)
+            };
+            if !covered {
+                let _ = self.shared.nodes.push(&self.slot.name, key, msg);
+            }
         }
         self.progress = Some(ResyncProgress::new(&plan));
         Ok(())

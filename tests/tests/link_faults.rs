@@ -1,0 +1,149 @@
+//! The link under faults: an edge killed mid-stream, a cloud restarted under connected nodes,
+//! a lossy or silent path, and peers that lie or break the protocol.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use e2e::controller::Desired;
+use e2e::{Pki, Ports, cloud, edge, edge_config};
+use link::Transport;
+use link::faultproxy::{Direction, FaultProxy};
+use testkit::{ChildGuard, eventually};
+
+const CONVERGE: Duration = Duration::from_secs(60);
+const EDGECORE: &str = env!("CARGO_BIN_EXE_e2e-edgecore");
+
+/// What the edge store at `db` holds, read through a second connection.
+async fn held_on_disk(db: &std::path::Path) -> std::collections::BTreeMap<String, String> {
+    let config = objstore::StoreConfig { verify_on_open: false, ..Default::default() };
+    let store = objstore::Store::open(db, config).unwrap();
+    e2e::held(&store).await
+}
+
+fn spawn_edge(config: &edgecore::Config, dir: &std::path::Path) -> ChildGuard {
+    let path = dir.join("edgecore.yaml");
+    std::fs::write(&path, daemon::to_yaml(config)).unwrap();
+    let child = Command::new(EDGECORE)
+        .args(["--config", path.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ChildGuard(child)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_killed_mid_stream_converges_without_losing_or_resending_anything() {
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let node = "edge-kill";
+    let config = edge_config(&pki.node(node), cloud.addr(Transport::WebSocket), Transport::WebSocket, &pki.path("edge.db"));
+    let mut child = spawn_edge(&config, pki.dir.path());
+    for i in 0..3_000u64 {
+        cloud.desired.put_pod(node, &format!("p{i}"), 10 + i).await;
+    }
+    let hub = cloud.hub().clone();
+    eventually("the edge acks a first part", CONVERGE, || {
+        let acked = hub.node(node).map_or(0, |c| c.acked);
+        std::future::ready(acked >= 300)
+    })
+    .await;
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let at_kill = hub.node(node).unwrap();
+    let held = held_on_disk(&pki.path("edge.db")).await;
+    let expected = cloud.desired.expected(node);
+    assert!(held.len() as u64 >= at_kill.acked, "acked {} but only {} on disk", at_kill.acked, held.len());
+    assert!(held.iter().all(|(k, rv)| expected.get(k) == Some(rv)), "the edge holds something it was never sent");
+    eventually("the cloud notices the edge is gone", CONVERGE, || {
+        std::future::ready(!hub.node(node).unwrap().connected)
+    })
+    .await;
+
+    let _child = spawn_edge(&config, pki.dir.path());
+    eventually("the restarted edge converges", CONVERGE, || async {
+        held_on_disk(&pki.path("edge.db")).await == expected
+    })
+    .await;
+    let after = hub.node(node).unwrap();
+    let missing = (expected.len() - held.len()) as u64;
+    assert_eq!(after.sent - at_kill.sent, missing, "only what the edge lacked was sent again");
+    assert_eq!(after.resyncs - at_kill.resyncs, 1, "one resync by inventory on reconnect");
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_cloud_restart_nodes_resync_by_digest_and_nothing_unchanged_is_resent() {
+    let pki = Pki::new();
+    let desired = Desired::new();
+    let cloud1 = cloud(&pki, desired.clone(), Ports::default()).await;
+    let (ws, quic) = (cloud1.addr(Transport::WebSocket), cloud1.addr(Transport::Quic));
+    let a = edge(edge_config(&pki.node("a"), ws, Transport::WebSocket, &pki.path("a.db"))).await;
+    let b = edge(edge_config(&pki.node("b"), quic, Transport::Quic, &pki.path("b.db"))).await;
+    for i in 0..500u64 {
+        desired.put_pod("a", &format!("p{i}"), 100 + i).await;
+        desired.put_pod("b", &format!("p{i}"), 100 + i).await;
+    }
+    eventually("both edges converge", CONVERGE, || async {
+        a.held().await == desired.expected("a") && b.held().await == desired.expected("b")
+    })
+    .await;
+    let ports = cloud1.ports();
+    cloud1.stop().await;
+    // While the cloud is down, what node a should hold changes.
+    desired.put_pod_silently("a", "while-down", 7);
+
+    let cloud2 = cloud(&pki, desired.clone(), ports).await;
+    let hub = cloud2.hub().clone();
+    eventually("both edges are back and in sync", CONVERGE, || async {
+        hub.sessions() == 2 && a.held().await == desired.expected("a")
+    })
+    .await;
+    let (ca, cb) = (hub.node("a").unwrap(), hub.node("b").unwrap());
+    assert_eq!((cb.sent, cb.resyncs), (0, 0), "equal digests: nothing sent to b");
+    assert_eq!((ca.sent, ca.resyncs), (1, 1), "only the changed object went to a");
+    assert_eq!(b.held().await, desired.expected("b"));
+    a.stop().await;
+    b.stop().await;
+    cloud2.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delay_silence_and_cuts_on_the_path_end_in_convergence() {
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let proxy = FaultProxy::start(cloud.addr(Transport::WebSocket)).await.unwrap();
+    let node = "edge-faults";
+    let mut config = edge_config(&pki.node(node), proxy.local_addr(), Transport::WebSocket, &pki.path("e.db"));
+    config.modules.edge_hub.heartbeat = Duration::from_millis(300);
+    config.modules.edge_hub.keepalive_timeout = Duration::from_secs(1);
+    let edge = edge(config).await;
+    proxy.set_delay(Direction::ToTarget, Duration::from_millis(25));
+    proxy.set_delay(Direction::ToClient, Duration::from_millis(25));
+    for i in 0..300u64 {
+        cloud.desired.put_pod(node, &format!("p{i}"), 1 + i).await;
+    }
+    eventually("converges over a 50 ms round trip", CONVERGE, || async { edge.held().await == cloud.desired.expected(node) }).await;
+
+    // A silent, half-open path: the edge's keepalive notices, the link comes back on its own.
+    proxy.blackhole();
+    for i in 0..300u64 {
+        cloud.desired.put_pod(node, &format!("p{i}"), 1_000 + i).await;
+    }
+    cloud.desired.delete_pod(node, "p0").await;
+    let link = edge.running.hub().unwrap().state();
+    eventually("the edge's keepalive declares the silent link dead", CONVERGE, || {
+        std::future::ready(*link.borrow() == edgehub::LinkState::Disconnected)
+    })
+    .await;
+    proxy.resume();
+    eventually("converges after the silence", CONVERGE, || async { edge.held().await == cloud.desired.expected(node) }).await;
+
+    // Every connection cut at once, mid-stream.
+    for i in 0..300u64 {
+        cloud.desired.put_pod(node, &format!("p{i}"), 5_000 + i).await;
+    }
+    proxy.cut();
+    eventually("converges after the cut", CONVERGE, || async { edge.held().await == cloud.desired.expected(node) }).await;
+    edge.stop().await;
+    cloud.stop().await;
+}
