@@ -36,8 +36,13 @@ fn main() {
     println!("| benchmark | result | target |");
     println!("|---|---|---|");
     // Any other argument selects benchmarks by name: `cargo bench -p objstore -- list`.
-    let filters: Vec<&String> = args.iter().skip(1).filter(|a| !a.starts_with("--")).collect();
-    let selected = |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
+    let filters: Vec<&String> = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let selected =
+        |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
     let tempdir = || tempfile::tempdir_in(&base).expect("tempdir");
     for writers in [64, 256] {
         if selected(&format!("upserts-{writers}")) {
@@ -82,7 +87,10 @@ async fn upserts(dir: &Path, writers: usize, run_for: Duration) {
                     let name = format!("w{w}-{}", i % 200);
                     let t0 = Instant::now();
                     store
-                        .put(ObjKey::new("pods", "bench", &name), pod("bench", &name, "n1", i))
+                        .put(
+                            ObjKey::new("pods", "bench", &name),
+                            pod("bench", &name, "n1", i),
+                        )
                         .await
                         .expect("put");
                     latencies.push(t0.elapsed());
@@ -117,7 +125,9 @@ async fn list_by_node(dir: &Path) {
                 let (ns, name) = (format!("ns{}", i % 20), format!("pod-{node}-{i}"));
                 let obj = pod(&ns, &name, &format!("node-{node}"), i as u64);
                 let key = ObjKey::new("pods", ns, name);
-                (key, move |_: Option<&objstore::StoredObject>, _| Ok::<_, ()>((Mutation::Put(obj), ())))
+                (key, move |_: Option<&objstore::StoredObject>, _| {
+                    Ok::<_, ()>((Mutation::Put(obj), ()))
+                })
             })
             .collect();
         store.mutate_many(items).await.expect("fill");
@@ -170,16 +180,24 @@ async fn watch_latency(dir: &Path, subscribers: usize) {
     let committed: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();
     let probe = {
         let committed = committed.clone();
-        WatchOptions::from_revision(0).buffer(1 << 16).predicate(move |o| {
-            committed.lock().unwrap().entry(o.revision).or_insert_with(Instant::now);
-            false
-        })
+        WatchOptions::from_revision(0)
+            .buffer(1 << 16)
+            .predicate(move |o| {
+                committed
+                    .lock()
+                    .unwrap()
+                    .entry(o.revision)
+                    .or_insert_with(Instant::now);
+                false
+            })
     };
     let _probe = store.watch(probe).expect("probe");
     let events = 2000u64;
     let subs: Vec<_> = (0..subscribers)
         .map(|_| {
-            let mut w = store.watch(WatchOptions::from_revision(0).resource("pods").buffer(4096)).expect("watch");
+            let mut w = store
+                .watch(WatchOptions::from_revision(0).resource("pods").buffer(4096))
+                .expect("watch");
             tokio::spawn(async move {
                 let mut seen = Vec::with_capacity(events as usize);
                 while let Some(Ok(e)) = w.next().await {
@@ -199,7 +217,13 @@ async fn watch_latency(dir: &Path, subscribers: usize) {
             tokio::spawn(async move {
                 for i in 0..events / writers {
                     let name = format!("w{w}-{}", i % 50);
-                    store.put(ObjKey::new("pods", "bench", &name), pod("bench", &name, "n1", i)).await.expect("put");
+                    store
+                        .put(
+                            ObjKey::new("pods", "bench", &name),
+                            pod("bench", &name, "n1", i),
+                        )
+                        .await
+                        .expect("put");
                 }
             })
         })
@@ -214,7 +238,11 @@ async fn watch_latency(dir: &Path, subscribers: usize) {
             latencies.push(at.saturating_duration_since(committed[&revision]));
         }
     }
-    assert_eq!(latencies.len(), subscribers * events as usize, "every subscriber saw every event");
+    assert_eq!(
+        latencies.len(),
+        subscribers * events as usize,
+        "every subscriber saw every event"
+    );
     println!(
         "| commit-to-delivery, {subscribers} subscribers, {events} events from {writers} writers | p50 {} p99 {} | p99 < 5 ms |",
         ms(percentile(&mut latencies, 50.0)),

@@ -39,10 +39,7 @@ impl ObjectCache {
     /// The cached state of row `id`, if it is the one at `revision`.
     pub(crate) fn get(&self, id: i64, revision: u64) -> Option<Arc<StoredObject>> {
         let entries = self.lock();
-        entries
-            .get(&id)
-            .filter(|o| o.revision == revision)
-            .cloned()
+        entries.get(&id).filter(|o| o.revision == revision).cloned()
     }
 
     /// Adds a state a reader decoded, unless a newer one is already there or the cache is full.
@@ -124,7 +121,10 @@ mod tests {
     #[test]
     fn a_full_cache_takes_no_new_objects_but_updates_cached_ones() {
         let cache = ObjectCache::new(1);
-        cache.apply(vec![CacheUpdate::Set(1, obj(1)), CacheUpdate::Set(2, obj(2))]);
+        cache.apply(vec![
+            CacheUpdate::Set(1, obj(1)),
+            CacheUpdate::Set(2, obj(2)),
+        ]);
         assert!(cache.get(2, 2).is_none());
         cache.offer(3, &obj(3));
         assert!(cache.get(3, 3).is_none());

@@ -31,7 +31,6 @@ impl Checkpointer {
     /// Starts the thread; without one (spawn or open failure) the writer's autocheckpoint does
     /// all the work, which is slower but correct.
     pub(crate) fn start(path: PathBuf, config: &StoreConfig) -> Self {
-        if std::env::var_os("OBJSTORE_NO_CKPT").is_some() { return Self::none(); }
         let conn = match db::open_checkpointer(&path, config) {
             Ok(conn) => conn,
             Err(e) => {

@@ -108,7 +108,11 @@ pub(crate) fn open_reader(path: &Path, cfg: &StoreConfig) -> Result<Connection, 
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
     conn.busy_timeout(cfg.busy_timeout)
-        .and_then(|()| conn.execute_batch("PRAGMA query_only = 1; PRAGMA cache_size = -16384; PRAGMA mmap_size = 268435456;"))
+        .and_then(|()| {
+            conn.execute_batch(
+                "PRAGMA query_only = 1; PRAGMA cache_size = -16384; PRAGMA mmap_size = 268435456;",
+            )
+        })
         .map_err(|e| open_error(path, e))?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
@@ -344,7 +348,9 @@ mod tests {
     use super::*;
 
     fn map(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
-        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -353,7 +359,11 @@ mod tests {
             map(&[]),
             map(&[("app", "web")]),
             map(&[("spec.nodeName", "n1"), ("status.phase", "Running")]),
-            map(&[("quote\"d", "back\\slash"), ("uni", "\u{e9}\u{1}"), ("", "")]),
+            map(&[
+                ("quote\"d", "back\\slash"),
+                ("uni", "\u{e9}\u{1}"),
+                ("", ""),
+            ]),
         ] {
             assert_eq!(parse_map(&encode_map(&m), 0).unwrap(), m);
         }
@@ -361,7 +371,10 @@ mod tests {
 
     #[test]
     fn the_fast_path_declines_what_it_does_not_understand() {
-        assert_eq!(parse_plain_map(r#"{"a":"b","c":"d"}"#), Some(map(&[("a", "b"), ("c", "d")])));
+        assert_eq!(
+            parse_plain_map(r#"{"a":"b","c":"d"}"#),
+            Some(map(&[("a", "b"), ("c", "d")]))
+        );
         assert_eq!(parse_plain_map(r#"{"a":"b\"c"}"#), None);
         assert_eq!(parse_plain_map(r#"{"a": "b"}"#), None);
         assert_eq!(parse_plain_map(r#"{"a":1}"#), None);

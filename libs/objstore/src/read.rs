@@ -87,7 +87,9 @@ pub(crate) fn get(
     cache: &ObjectCache,
     key: &ObjKey,
 ) -> Result<Option<Arc<StoredObject>>, StoreError> {
-    let tx = conn.unchecked_transaction().map_err(StoreError::StoreRead)?;
+    let tx = conn
+        .unchecked_transaction()
+        .map_err(StoreError::StoreRead)?;
     let Some((id, revision)) = locate(&tx, key).map_err(StoreError::StoreRead)? else {
         return Ok(None);
     };
@@ -96,7 +98,8 @@ pub(crate) fn get(
 
 /// The row id and revision of an object.
 pub(crate) fn locate(conn: &Connection, key: &ObjKey) -> rusqlite::Result<Option<(i64, u64)>> {
-    let sql = "SELECT id, revision FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3";
+    let sql =
+        "SELECT id, revision FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3";
     conn.prepare_cached(sql)?
         .query_row([&key.resource, &key.namespace, &key.name], |row| {
             Ok((row.get(0)?, row.get::<_, i64>(1)? as u64))
@@ -132,7 +135,9 @@ pub(crate) fn list(
     cache: &ObjectCache,
     opts: &ListOptions,
 ) -> Result<ListResult, StoreError> {
-    let tx = conn.unchecked_transaction().map_err(StoreError::StoreRead)?;
+    let tx = conn
+        .unchecked_transaction()
+        .map_err(StoreError::StoreRead)?;
     let revision = db::read_meta(&tx).map_err(StoreError::StoreRead)?.revision;
     let (sql, args) = list_query(opts);
     let mut stmt = tx.prepare_cached(&sql).map_err(StoreError::StoreRead)?;

@@ -88,8 +88,8 @@ impl Store {
         });
         shared.hub.start_at(meta.revision);
         let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
-        let writer =
-            Writer::spawn(conn, meta, rx, shared.clone(), path.clone(), &config).map_err(StoreError::Spawn)?;
+        let writer = Writer::spawn(conn, meta, rx, shared.clone(), path.clone(), &config)
+            .map_err(StoreError::Spawn)?;
         let readers = Arc::new(ReadPool::new(path.clone(), config));
         let inner = Inner {
             path,

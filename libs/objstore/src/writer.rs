@@ -191,7 +191,8 @@ impl<'c> Batch<'c> {
             }
         };
         self.log(change)?;
-        self.cache_updates.push(CacheUpdate::Set(id, object.clone()));
+        self.cache_updates
+            .push(CacheUpdate::Set(id, object.clone()));
         Ok(object)
     }
 
@@ -296,9 +297,7 @@ impl Writer {
         if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             batch.failure = Some(write_error(e));
         }
-        let t0 = std::time::Instant::now();
         let finishers: Vec<Finish> = jobs.into_iter().map(|job| (job.run)(&mut batch)).collect();
-        let t1 = std::time::Instant::now();
         let Batch {
             meta,
             changes,
@@ -310,8 +309,6 @@ impl Writer {
             Some(e) => Err(e),
             None => self.commit(meta),
         };
-        let t2 = std::time::Instant::now();
-        PROF.with(|p| { let mut p = p.borrow_mut(); p.0 += (t1-t0).as_secs_f64(); p.1 += (t2-t1).as_secs_f64(); p.2 += 1; p.3 += job_count; if p.2 % 500 == 0 { eprintln!("batches {} jobs {} apply {:.3}s commit {:.3}s", p.2, p.3, p.0, p.1); } });
         match outcome {
             Ok(meta) => self.committed(meta, &changes, cache_updates, job_count),
             Err(_) => self.rollback(),
@@ -490,5 +487,3 @@ fn unindex(conn: &Connection, o: &StoredObject) -> rusqlite::Result<()> {
 fn write_error(e: rusqlite::Error) -> StoreError {
     StoreError::StoreWrite(Arc::new(e))
 }
-
-thread_local! { static PROF: std::cell::RefCell<(f64,f64,u64,u64)> = Default::default(); }
