@@ -133,7 +133,7 @@ fn try_open_writer(path: &Path, cfg: &StoreConfig) -> Result<(Connection, Meta),
     conn.busy_timeout(cfg.busy_timeout)
         .map_err(|e| open_error(path, e))?;
     let pragmas = format!(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536; PRAGMA wal_autocheckpoint = 8192;",
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536; PRAGMA wal_autocheckpoint = 8192; PRAGMA journal_size_limit = 67108864;",
         cfg.synchronous.pragma()
     );
     conn.execute_batch(&pragmas)

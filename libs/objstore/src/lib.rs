@@ -37,6 +37,13 @@
 //! WAL reader connections in `spawn_blocking`, so they never wait for the writer. A list reads
 //! its items and the revision in one read transaction. Every entry of an object's `fields` map
 //! is indexed (`spec.nodeName`, `status.phase`, ...); label and predicate filters run in Rust.
+//! Decoded objects are kept in a bounded cache keyed by row id and checked by revision (a
+//! revision names exactly one state, so the cache can miss but never lie): lists and gets hand
+//! out shared `Arc<StoredObject>`s, and the writer hands its closures the cached state.
+//!
+//! **Checkpoints.** A background thread copies WAL pages into the database file (`PASSIVE`
+//! checkpoints, at most every 100 ms), so the commit path mostly pays only the WAL fsync; the
+//! writer's own `wal_autocheckpoint` is a rare backstop that lets the WAL restart.
 //!
 //! **Watch.** [`Store::watch`] replays the change log after `from_revision` and then switches
 //! to live events without gap or duplicate (see [`watch`]). A revision below the compaction
@@ -46,7 +53,12 @@
 //! an object that starts matching arrives as ADDED, one that stops matching as DELETED.
 //!
 //! **Inventory digest.** [`digest`] defines an order-independent hash of `(key,
-//! resourceVersion)` pairs that the cloud can compute from its own data.
+//! resourceVersion)` pairs that the cloud can compute from its own data (the same definition
+//! as the link protocol's digest).
+//!
+//! **Closures and predicates run on the writer thread** (mutate closures, and watch predicates
+//! when live events are fanned out): keep them short, and never call back into the store from
+//! them.
 //!
 //! **Outbox.** [`Store::outbox_put`] / [`Store::outbox_peek`] / [`Store::outbox_ack`] keep the
 //! upstream queue in the same database, written through the same group commit, coalesced by

@@ -171,47 +171,77 @@ pub(crate) fn list(
     })
 }
 
+/// A list query under construction: `SELECT id, revision ...` plus `AND` clauses.
+struct ListQuery {
+    sql: String,
+    args: Vec<Value>,
+    /// The alias whose `namespace`/`name` columns the clauses and the order use.
+    table: &'static str,
+}
+
 /// Builds the list SQL: through the field index when a (non-metadata) field is given.
 fn list_query(opts: &ListOptions) -> (String, Vec<Value>) {
-    let mut args = vec![Value::Text(opts.resource.clone())];
-    let indexed = opts
-        .filter
-        .field
-        .as_ref()
-        .filter(|(name, _)| !name.starts_with("metadata."));
-    let (mut sql, t) = match indexed {
-        Some((name, value)) => {
-            args.push(Value::Text(name.clone()));
-            args.push(Value::Text(value.clone()));
-            let sql = "SELECT o.id, o.revision FROM field_index f JOIN objects o ON o.id = f.id \
-                       WHERE f.resource = ?1 AND f.field = ?2 AND f.value = ?3";
-            (sql.to_owned(), "f")
-        }
-        None => (
-            "SELECT id, revision FROM objects WHERE resource = ?1".to_owned(),
-            "objects",
-        ),
-    };
+    let mut q = ListQuery::base(opts);
     if let Some(ns) = &opts.filter.namespace {
-        args.push(Value::Text(ns.clone()));
-        sql += &format!(" AND {t}.namespace = ?{}", args.len());
+        q.and("namespace", "=", ns);
+    }
+    match opts.filter.field.as_ref().map(|(f, v)| (f.as_str(), v)) {
+        Some(("metadata.name", name)) => q.and("name", "=", name),
+        Some(("metadata.namespace", ns)) => q.and("namespace", "=", ns),
+        _ => {}
     }
     match (&opts.continue_after, &opts.filter.namespace) {
         // Within one namespace compare names only, so SQLite walks the index in order.
-        (Some((after_ns, name)), Some(ns)) if after_ns == ns => {
-            args.push(Value::Text(name.clone()));
-            sql += &format!(" AND {t}.name > ?{}", args.len());
-        }
-        (Some((after_ns, name)), _) => {
-            args.push(Value::Text(after_ns.clone()));
-            args.push(Value::Text(name.clone()));
-            let (a, b) = (args.len() - 1, args.len());
-            sql += &format!(" AND ({t}.namespace, {t}.name) > (?{a}, ?{b})");
-        }
+        (Some((after_ns, name)), Some(ns)) if after_ns == ns => q.and("name", ">", name),
+        (Some((after_ns, name)), _) => q.after(after_ns, name),
         (None, _) => {}
     }
-    sql += &format!(" ORDER BY {t}.namespace, {t}.name");
-    (sql, args)
+    let t = q.table;
+    q.sql += &format!(" ORDER BY {t}.namespace, {t}.name");
+    (q.sql, q.args)
+}
+
+// === impl ListQuery ===
+
+impl ListQuery {
+    fn base(opts: &ListOptions) -> Self {
+        let mut args = vec![Value::Text(opts.resource.clone())];
+        let indexed = opts
+            .filter
+            .field
+            .as_ref()
+            .filter(|(f, _)| !f.starts_with("metadata."));
+        let Some((field, value)) = indexed else {
+            let sql = "SELECT id, revision FROM objects WHERE resource = ?1".to_owned();
+            return Self {
+                sql,
+                args,
+                table: "objects",
+            };
+        };
+        args.push(Value::Text(field.clone()));
+        args.push(Value::Text(value.clone()));
+        let sql = "SELECT o.id, o.revision FROM field_index f JOIN objects o ON o.id = f.id \
+                   WHERE f.resource = ?1 AND f.field = ?2 AND f.value = ?3";
+        Self {
+            sql: sql.to_owned(),
+            args,
+            table: "f",
+        }
+    }
+
+    fn and(&mut self, column: &str, op: &str, value: &str) {
+        self.args.push(Value::Text(value.to_owned()));
+        self.sql += &format!(" AND {}.{column} {op} ?{}", self.table, self.args.len());
+    }
+
+    /// `(namespace, name) > (ns, name)`.
+    fn after(&mut self, ns: &str, name: &str) {
+        self.args.push(Value::Text(ns.to_owned()));
+        self.args.push(Value::Text(name.to_owned()));
+        let (t, a, b) = (self.table, self.args.len() - 1, self.args.len());
+        self.sql += &format!(" AND ({t}.namespace, {t}.name) > (?{a}, ?{b})");
+    }
 }
 
 pub(crate) fn inventory(

@@ -49,8 +49,9 @@ pub struct WatchOptions {
     /// Only this collection; `None` watches every collection.
     pub resource: Option<String>,
     pub filter: Filter,
-    /// Events the watcher may have pending before it is ended with
-    /// [`StoreError::WatcherLagged`]. Default 1024.
+    /// Live events the watcher may have pending before it is ended with
+    /// [`StoreError::WatcherLagged`] (events committed while history is still being replayed
+    /// count too). Default 1024.
     pub buffer: usize,
 }
 

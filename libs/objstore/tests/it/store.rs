@@ -332,6 +332,56 @@ async fn get_returns_the_stored_record_verbatim() {
 }
 
 #[tokio::test]
+async fn reads_never_serve_a_replaced_or_deleted_state() {
+    let t = TempStore::new();
+    let key = pod_key("ns", "a");
+    t.store.put(key.clone(), pod("a", "n1", 1)).await.unwrap();
+    let first = t.store.get(&key).await.unwrap().unwrap();
+    t.store.put(key.clone(), pod("a", "n2", 2)).await.unwrap();
+    let second = t.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            first.resource_version.as_str(),
+            second.resource_version.as_str()
+        ),
+        ("1", "2")
+    );
+    let listed = t.store.list(ListOptions::new("pods")).await.unwrap();
+    assert_eq!(listed.items[0].resource_version, "2");
+    t.store.delete(&key).await.unwrap();
+    assert!(t.store.get(&key).await.unwrap().is_none());
+    // Recreated under the same key: a new row, never the old cached state.
+    t.store.put(key.clone(), pod("a", "n3", 3)).await.unwrap();
+    assert_eq!(
+        t.store.get(&key).await.unwrap().unwrap().resource_version,
+        "3"
+    );
+    let t = t.reopen(StoreConfig::default());
+    assert_eq!(
+        t.store.get(&key).await.unwrap().unwrap().resource_version,
+        "3"
+    );
+}
+
+#[tokio::test]
+async fn the_store_works_without_an_object_cache() {
+    let t = TempStore::with(StoreConfig {
+        cache_objects: 0,
+        ..StoreConfig::default()
+    });
+    fill_pods(&t).await;
+    t.store
+        .put(pod_key("a", "p1"), pod("p1", "n2", 2))
+        .await
+        .unwrap();
+    let on_n2 = ListOptions::new("pods").field("spec.nodeName", "n2");
+    assert_eq!(
+        names(&t.store.list(on_n2).await.unwrap()),
+        ["a/p1", "a/p2", "b/p4"]
+    );
+}
+
+#[tokio::test]
 async fn delete_returns_the_last_state() {
     let t = TempStore::new();
     t.store
