@@ -106,8 +106,17 @@ pub async fn cloud(pki: &Pki, desired: Arc<Desired>, ports: Ports) -> Cloud {
         let shutdown = CancellationToken::new();
         let extra = vec![Controller::module(desired.clone())];
         match cloudcore::start_with(config.clone(), shutdown.clone(), extra).await {
-            Ok(running) => return Cloud { running, desired, shutdown },
-            Err(e) if tokio::time::Instant::now() < deadline && format!("{e:#}").contains("in use") => {
+            Ok(running) => {
+                return Cloud {
+                    running,
+                    desired,
+                    shutdown,
+                };
+            }
+            Err(e)
+                if tokio::time::Instant::now() < deadline
+                    && format!("{e:#}").contains("in use") =>
+            {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(e) => panic!("cloudcore did not start: {e:#}"),

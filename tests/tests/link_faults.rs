@@ -15,7 +15,10 @@ const EDGECORE: &str = env!("CARGO_BIN_EXE_e2e-edgecore");
 
 /// What the edge store at `db` holds, read through a second connection.
 async fn held_on_disk(db: &std::path::Path) -> std::collections::BTreeMap<String, String> {
-    let config = objstore::StoreConfig { verify_on_open: false, ..Default::default() };
+    let config = objstore::StoreConfig {
+        verify_on_open: false,
+        ..Default::default()
+    };
     let store = objstore::Store::open(db, config).unwrap();
     e2e::held(&store).await
 }
@@ -36,7 +39,12 @@ async fn an_edge_killed_mid_stream_converges_without_losing_or_resending_anythin
     let pki = Pki::new();
     let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
     let node = "edge-kill";
-    let config = edge_config(&pki.node(node), cloud.addr(Transport::WebSocket), Transport::WebSocket, &pki.path("edge.db"));
+    let config = edge_config(
+        &pki.node(node),
+        cloud.addr(Transport::WebSocket),
+        Transport::WebSocket,
+        &pki.path("edge.db"),
+    );
     let mut child = spawn_edge(&config, pki.dir.path());
     for i in 0..3_000u64 {
         cloud.desired.put_pod(node, &format!("p{i}"), 10 + i).await;
@@ -49,15 +57,24 @@ async fn an_edge_killed_mid_stream_converges_without_losing_or_resending_anythin
     .await;
     child.0.kill().unwrap();
     child.0.wait().unwrap();
-    let at_kill = hub.node(node).unwrap();
-    let held = held_on_disk(&pki.path("edge.db")).await;
-    let expected = cloud.desired.expected(node);
-    assert!(held.len() as u64 >= at_kill.acked, "acked {} but only {} on disk", at_kill.acked, held.len());
-    assert!(held.iter().all(|(k, rv)| expected.get(k) == Some(rv)), "the edge holds something it was never sent");
     eventually("the cloud notices the edge is gone", CONVERGE, || {
         std::future::ready(!hub.node(node).unwrap().connected)
     })
     .await;
+    // Counted once the old session is over: what it sent is final.
+    let at_kill = hub.node(node).unwrap();
+    let held = held_on_disk(&pki.path("edge.db")).await;
+    let expected = cloud.desired.expected(node);
+    assert!(
+        held.len() as u64 >= at_kill.acked,
+        "acked {} but only {} on disk",
+        at_kill.acked,
+        held.len()
+    );
+    assert!(
+        held.iter().all(|(k, rv)| expected.get(k) == Some(rv)),
+        "the edge holds something it was never sent"
+    );
 
     let _child = spawn_edge(&config, pki.dir.path());
     eventually("the restarted edge converges", CONVERGE, || async {
@@ -66,8 +83,16 @@ async fn an_edge_killed_mid_stream_converges_without_losing_or_resending_anythin
     .await;
     let after = hub.node(node).unwrap();
     let missing = (expected.len() - held.len()) as u64;
-    assert_eq!(after.sent - at_kill.sent, missing, "only what the edge lacked was sent again");
-    assert_eq!(after.resyncs - at_kill.resyncs, 1, "one resync by inventory on reconnect");
+    assert_eq!(
+        after.sent - at_kill.sent,
+        missing,
+        "only what the edge lacked was sent again"
+    );
+    assert_eq!(
+        after.resyncs - at_kill.resyncs,
+        1,
+        "one resync by inventory on reconnect"
+    );
     cloud.stop().await;
 }
 
@@ -76,9 +101,24 @@ async fn after_a_cloud_restart_nodes_resync_by_digest_and_nothing_unchanged_is_r
     let pki = Pki::new();
     let desired = Desired::new();
     let cloud1 = cloud(&pki, desired.clone(), Ports::default()).await;
-    let (ws, quic) = (cloud1.addr(Transport::WebSocket), cloud1.addr(Transport::Quic));
-    let a = edge(edge_config(&pki.node("a"), ws, Transport::WebSocket, &pki.path("a.db"))).await;
-    let b = edge(edge_config(&pki.node("b"), quic, Transport::Quic, &pki.path("b.db"))).await;
+    let (ws, quic) = (
+        cloud1.addr(Transport::WebSocket),
+        cloud1.addr(Transport::Quic),
+    );
+    let a = edge(edge_config(
+        &pki.node("a"),
+        ws,
+        Transport::WebSocket,
+        &pki.path("a.db"),
+    ))
+    .await;
+    let b = edge(edge_config(
+        &pki.node("b"),
+        quic,
+        Transport::Quic,
+        &pki.path("b.db"),
+    ))
+    .await;
     for i in 0..500u64 {
         desired.put_pod("a", &format!("p{i}"), 100 + i).await;
         desired.put_pod("b", &format!("p{i}"), 100 + i).await;
@@ -99,8 +139,16 @@ async fn after_a_cloud_restart_nodes_resync_by_digest_and_nothing_unchanged_is_r
     })
     .await;
     let (ca, cb) = (hub.node("a").unwrap(), hub.node("b").unwrap());
-    assert_eq!((cb.sent, cb.resyncs), (0, 0), "equal digests: nothing sent to b");
-    assert_eq!((ca.sent, ca.resyncs), (1, 1), "only the changed object went to a");
+    assert_eq!(
+        (cb.sent, cb.resyncs),
+        (0, 0),
+        "equal digests: nothing sent to b"
+    );
+    assert_eq!(
+        (ca.sent, ca.resyncs),
+        (1, 1),
+        "only the changed object went to a"
+    );
     assert_eq!(b.held().await, desired.expected("b"));
     a.stop().await;
     b.stop().await;
@@ -111,9 +159,16 @@ async fn after_a_cloud_restart_nodes_resync_by_digest_and_nothing_unchanged_is_r
 async fn delay_silence_and_cuts_on_the_path_end_in_convergence() {
     let pki = Pki::new();
     let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
-    let proxy = FaultProxy::start(cloud.addr(Transport::WebSocket)).await.unwrap();
+    let proxy = FaultProxy::start(cloud.addr(Transport::WebSocket))
+        .await
+        .unwrap();
     let node = "edge-faults";
-    let mut config = edge_config(&pki.node(node), proxy.local_addr(), Transport::WebSocket, &pki.path("e.db"));
+    let mut config = edge_config(
+        &pki.node(node),
+        proxy.local_addr(),
+        Transport::WebSocket,
+        &pki.path("e.db"),
+    );
     config.modules.edge_hub.heartbeat = Duration::from_millis(300);
     config.modules.edge_hub.keepalive_timeout = Duration::from_secs(1);
     let edge = edge(config).await;
@@ -122,28 +177,150 @@ async fn delay_silence_and_cuts_on_the_path_end_in_convergence() {
     for i in 0..300u64 {
         cloud.desired.put_pod(node, &format!("p{i}"), 1 + i).await;
     }
-    eventually("converges over a 50 ms round trip", CONVERGE, || async { edge.held().await == cloud.desired.expected(node) }).await;
+    eventually("converges over a 50 ms round trip", CONVERGE, || async {
+        edge.held().await == cloud.desired.expected(node)
+    })
+    .await;
 
     // A silent, half-open path: the edge's keepalive notices, the link comes back on its own.
     proxy.blackhole();
     for i in 0..300u64 {
-        cloud.desired.put_pod(node, &format!("p{i}"), 1_000 + i).await;
+        cloud
+            .desired
+            .put_pod(node, &format!("p{i}"), 1_000 + i)
+            .await;
     }
     cloud.desired.delete_pod(node, "p0").await;
     let link = edge.running.hub().unwrap().state();
-    eventually("the edge's keepalive declares the silent link dead", CONVERGE, || {
-        std::future::ready(*link.borrow() == edgehub::LinkState::Disconnected)
-    })
+    eventually(
+        "the edge's keepalive declares the silent link dead",
+        CONVERGE,
+        || std::future::ready(*link.borrow() == edgehub::LinkState::Disconnected),
+    )
     .await;
     proxy.resume();
-    eventually("converges after the silence", CONVERGE, || async { edge.held().await == cloud.desired.expected(node) }).await;
+    eventually("converges after the silence", CONVERGE, || async {
+        edge.held().await == cloud.desired.expected(node)
+    })
+    .await;
 
     // Every connection cut at once, mid-stream.
     for i in 0..300u64 {
-        cloud.desired.put_pod(node, &format!("p{i}"), 5_000 + i).await;
+        cloud
+            .desired
+            .put_pod(node, &format!("p{i}"), 5_000 + i)
+            .await;
     }
     proxy.cut();
-    eventually("converges after the cut", CONVERGE, || async { edge.held().await == cloud.desired.expected(node) }).await;
+    eventually("converges after the cut", CONVERGE, || async {
+        edge.held().await == cloud.desired.expected(node)
+    })
+    .await;
     edge.stop().await;
+    cloud.stop().await;
+}
+
+/// Dials cloudhub as `cert_node` and says hello as `claimed`; returns the cloud's first answer.
+async fn hello_as(
+    pki: &Pki,
+    addr: std::net::SocketAddr,
+    cert_node: &str,
+    claimed: &str,
+) -> (
+    wire::Frame,
+    link::FrameSink,
+    tokio::sync::mpsc::Receiver<Result<wire::Frame, link::LinkError>>,
+) {
+    let files = pki.node(cert_node);
+    let tls = link::ClientTls {
+        ca_pem: std::fs::read_to_string(&files.ca).unwrap(),
+        cert_pem: std::fs::read_to_string(&files.cert).unwrap(),
+        key_pem: std::fs::read_to_string(&files.key).unwrap(),
+        server_name: "127.0.0.1".into(),
+    };
+    let conn = link::connect(Transport::WebSocket, addr, &tls, link::Limits::default())
+        .await
+        .unwrap();
+    let (mut sink, stream) = conn.split();
+    let mut frames = stream.into_channel(16);
+    let hello = wire::Hello {
+        protocol_versions: wire::SUPPORTED_PROTOCOL_VERSIONS.to_vec(),
+        node_id: claimed.into(),
+        inventory_digest: wire::Digest::EMPTY,
+        limits: wire::Limits {
+            max_frame: 1 << 20,
+            recv_window: 16,
+        },
+        resume: None,
+    };
+    sink.send(&wire::Frame::Hello(hello)).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), frames.recv())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    (first, sink, frames)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cannot_claim_another_nodes_name() {
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let (answer, _, _) =
+        hello_as(&pki, cloud.addr(Transport::WebSocket), "mallory", "victim").await;
+    match answer {
+        wire::Frame::Refuse { reason, .. } => assert!(
+            reason.contains("victim") && reason.contains("mallory"),
+            "{reason}"
+        ),
+        other => panic!("impersonation answered with {other:?}"),
+    }
+    assert_eq!(cloud.hub().sessions(), 0);
+    assert!(cloud.hub().node("victim").is_none_or(|c| !c.connected));
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_breaks_the_protocol_loses_its_session_and_no_one_else_does() {
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let addr = cloud.addr(Transport::WebSocket);
+    let good = edge(edge_config(
+        &pki.node("good"),
+        addr,
+        Transport::WebSocket,
+        &pki.path("good.db"),
+    ))
+    .await;
+    let (welcome, mut sink, mut frames) = hello_as(&pki, addr, "bad", "bad").await;
+    assert!(matches!(welcome, wire::Frame::Welcome(_)), "{welcome:?}");
+    // Acknowledge data that was never sent.
+    sink.send(&wire::Frame::Ack(wire::Ack {
+        cumulative: 999,
+        selective: vec![],
+    }))
+    .await
+    .unwrap();
+    let mut closed = false;
+    while let Ok(Some(frame)) = tokio::time::timeout(Duration::from_secs(10), frames.recv()).await {
+        match frame {
+            Ok(wire::Frame::Close { reason }) => {
+                assert!(reason.contains("protocol"), "{reason}");
+                closed = true;
+            }
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    assert!(closed, "the cloud did not close the session with a reason");
+    for i in 0..50u64 {
+        cloud.desired.put_pod("good", &format!("p{i}"), 1 + i).await;
+    }
+    eventually("the well-behaved node is unaffected", CONVERGE, || async {
+        good.held().await == cloud.desired.expected("good")
+    })
+    .await;
+    assert!(cloud.hub().node("good").unwrap().connected);
+    good.stop().await;
     cloud.stop().await;
 }

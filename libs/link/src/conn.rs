@@ -390,7 +390,12 @@ impl FrameStream {
         let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
         tokio::spawn(async move {
             loop {
-                let item = match self.recv().await {
+                // Stop as soon as the session dropped its end, so the connection closes with it.
+                let next = tokio::select! {
+                    _ = tx.closed() => return,
+                    next = self.recv() => next,
+                };
+                let item = match next {
                     Ok(Some(frame)) => Ok(frame),
                     Ok(None) => return,
                     Err(e) => Err(e),

@@ -23,7 +23,10 @@ use crate::{Shared, downstream_key, node_resource, strip_node};
 enum Handled {
     /// The message was handled (successfully or with a permanent error); ack it, and send the
     /// reply down if there is one.
-    Done { seq: u64, reply: Option<Box<Message>> },
+    Done {
+        seq: u64,
+        reply: Option<Box<Message>>,
+    },
     /// A transient failure: forget the seq so the edge's retransmission is taken again.
     Retry { seq: u64 },
 }
@@ -224,7 +227,12 @@ impl Session<'_> {
             tracing::warn!("downstream queue overflowed; resyncing the node by inventory");
             self.start_resync(ResyncStart::NeedInventory, true).await?;
         }
-        self.take_transmits(now);
+        // While the edge's inventory is on its way, hold data back: part of what is queued may
+        // already be at the edge (committed but not acked before a drop), and the inventory
+        // says which.
+        if self.collector.is_none() {
+            self.take_transmits(now);
+        }
         if let Some(ack) = self.receiver.poll_ack(now) {
             self.batch.push(Frame::Ack(ack));
         }
@@ -421,7 +429,7 @@ impl Session<'_> {
         Ok(())
     }
 
-    async fn finish(mut self, session_id: u64, result: &Result<(), HubError>) {
+    async fn finish(self, session_id: u64, result: &Result<(), HubError>) {
         {
             let mut current = self.slot.current.lock().expect("session lock poisoned");
             if current.as_ref().is_some_and(|(id, _)| *id == session_id) {
@@ -438,18 +446,16 @@ impl Session<'_> {
             self.shared
                 .notify_controller(self.ctx, &self.slot.name, Operation::Disconnected);
         }
-        if let Err(e) = result
-            && !matches!(
-                e,
-                HubError::Replaced | HubError::Shutdown | HubError::PeerClosed(_)
-            )
-        {
-            let _ = self
-                .sink
-                .send(&Frame::Close {
-                    reason: e.to_string(),
-                })
-                .await;
+        match result {
+            Err(e)
+                if !matches!(
+                    e,
+                    HubError::Replaced | HubError::Shutdown | HubError::PeerClosed(_)
+                ) =>
+            {
+                self.sink.close(&e.to_string()).await;
+            }
+            _ => {}
         }
     }
 }
