@@ -73,6 +73,17 @@ impl fmt::Display for Digest {
     }
 }
 
+/// The digest of entries whose keys are already in canonical `resource/namespace/name` form
+/// (what a peer that does not use [`ObjKey`] holds).
+pub fn of_canonical<K: AsRef<str>, V: AsRef<str>>(
+    entries: impl IntoIterator<Item = (K, V)>,
+) -> Digest {
+    let sum = entries.into_iter().fold(0u128, |sum, (key, rv)| {
+        sum.wrapping_add(entry_hash(key.as_ref(), rv.as_ref()))
+    });
+    Digest(sum)
+}
+
 /// `resource/namespace/name`, the key part of the canonical encoding.
 pub fn canonical_key(key: &ObjKey) -> String {
     format!("{}/{}/{}", key.resource, key.namespace, key.name)
@@ -118,6 +129,16 @@ mod tests {
     fn a_different_version_changes_the_digest() {
         let a = key("a");
         assert_ne!(Digest::of([(&a, "1")]), Digest::of([(&a, "2")]));
+    }
+
+    #[test]
+    fn canonical_string_keys_give_the_same_digest() {
+        let (a, b) = (key("a"), key("b"));
+        let from_keys = Digest::of([(&a, "1"), (&b, "2")]);
+        assert_eq!(
+            of_canonical([("pod/ns/b", "2"), ("pod/ns/a", "1")]),
+            from_keys
+        );
     }
 
     #[test]
