@@ -49,21 +49,28 @@ impl Desired {
             "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "resourceVersion": rv.to_string()},
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox", "args": ["x".repeat(700)]}]},
         });
+        self.put_object(node, name, rv, serde_json::to_vec(&json).unwrap())
+            .await;
+    }
+
+    /// Sets pod `default/<name>` at `rv` with `json` as its content, and sends it.
+    pub async fn put_object(&self, node: &str, name: &str, rv: u64, json: Vec<u8>) {
         let obj = Object {
             namespace: "default".into(),
             resource: "pods".into(),
             name: name.into(),
             rv: rv.to_string(),
-            json: serde_json::to_vec(&json).unwrap(),
+            json,
         };
         let key = wire::object_key(&obj.resource, Some(&obj.namespace), &obj.name);
+        let msg = upsert(&obj);
         self.nodes
             .lock()
             .unwrap()
             .entry(node.into())
             .or_default()
-            .insert(key, obj.clone());
-        self.send(node, upsert(&obj)).await;
+            .insert(key, obj);
+        self.send(node, msg).await;
     }
 
     /// Removes a pod from what the node should hold, and sends the delete.

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod controller;
+pub mod sim;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -39,6 +40,17 @@ impl Pki {
     pub fn new() -> Pki {
         let dir = tempfile::tempdir().unwrap();
         let ca = pki::Ca::generate("e2e-ca", HOUR).unwrap();
+        pki::write_pem(&dir.path().join("ca/rootCA.crt"), ca.cert_pem()).unwrap();
+        pki::write_pem(&dir.path().join("ca/rootCA.key"), &ca.key_pem()).unwrap();
+        Pki { dir, ca }
+    }
+
+    /// The PKI whose CA files are already in `dir` (as another process wrote them).
+    pub fn open(dir: &Path) -> Pki {
+        let cert = std::fs::read_to_string(dir.join("ca/rootCA.crt")).unwrap();
+        let key = std::fs::read_to_string(dir.join("ca/rootCA.key")).unwrap();
+        let ca = pki::Ca::from_pem(&cert, &key).unwrap();
+        let dir = tempfile::Builder::new().tempdir_in(dir).unwrap();
         pki::write_pem(&dir.path().join("ca/rootCA.crt"), ca.cert_pem()).unwrap();
         pki::write_pem(&dir.path().join("ca/rootCA.key"), &ca.key_pem()).unwrap();
         Pki { dir, ca }

@@ -93,6 +93,34 @@ pub async fn connect(
     Ok(Conn::new(transport, addr, None, limits, sink, stream))
 }
 
+/// Dials QUIC connections from one shared UDP socket, so one process can open thousands of
+/// them (a load generator's simulated nodes) without a socket each.
+#[derive(Clone, Debug)]
+pub struct QuicDialer {
+    endpoint: quinn::Endpoint,
+}
+
+impl QuicDialer {
+    /// A dialer whose socket is bound to `local` (port 0: any).
+    pub fn bind(local: SocketAddr) -> Result<QuicDialer, LinkError> {
+        Ok(QuicDialer {
+            endpoint: crate::quic::client_endpoint(local)?,
+        })
+    }
+
+    /// Like [`connect`] with [`Transport::Quic`], from this dialer's socket.
+    pub async fn connect(
+        &self,
+        addr: SocketAddr,
+        tls: &ClientTls,
+        limits: Limits,
+    ) -> Result<Conn, LinkError> {
+        let dial = crate::quic::connect_on(&self.endpoint, None, addr, tls, limits.max_frame);
+        let (sink, stream) = handshake(limits.handshake_timeout, dial).await?;
+        Ok(Conn::new(Transport::Quic, addr, None, limits, sink, stream))
+    }
+}
+
 // === impl Listener ===
 
 impl Listener {

@@ -67,22 +67,38 @@ pub(crate) async fn connect(
     tls: &ClientTls,
     max_frame: usize,
 ) -> Result<(SinkInner, StreamInner), LinkError> {
+    let endpoint = client_endpoint(client_bind_addr(addr))?;
+    connect_on(&endpoint, Some(endpoint.clone()), addr, tls, max_frame).await
+}
+
+/// A client endpoint bound to `local`.
+pub(crate) fn client_endpoint(local: SocketAddr) -> Result<Endpoint, LinkError> {
+    Endpoint::client(local).map_err(|source| LinkError::Bind {
+        addr: local,
+        source,
+    })
+}
+
+/// Dials `addr` from `endpoint` (shared by many connections when `keep` is `None`), opens the
+/// stream and swaps preambles.
+pub(crate) async fn connect_on(
+    endpoint: &Endpoint,
+    keep: Option<Endpoint>,
+    addr: SocketAddr,
+    tls: &ClientTls,
+    max_frame: usize,
+) -> Result<(SinkInner, StreamInner), LinkError> {
     let identity = Some((tls.cert_pem.as_str(), tls.key_pem.as_str()));
     let crypto = pki::client_config(&tls.ca_pem, identity, &[QUIC_ALPN])?;
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
     config.transport_config(Arc::new(transport_config(0)));
-    let local = client_bind_addr(addr);
-    let endpoint = Endpoint::client(local).map_err(|source| LinkError::Bind {
-        addr: local,
-        source,
-    })?;
     let conn = endpoint
         .connect_with(config, addr, &tls.server_name)?
         .await?;
     let (mut send, mut recv) = conn.open_bi().await?;
     send.write_all(QUIC_PREAMBLE).await?;
     read_preamble(&mut recv).await?;
-    Ok(halves(conn, send, recv, max_frame, Some(endpoint)))
+    Ok(halves(conn, send, recv, max_frame, keep))
 }
 
 // === impl Listener ===

@@ -1,0 +1,344 @@
+//! loadgen: many simulated edge nodes, each a real mutual-TLS session with its own certificate,
+//! an in-memory store and real acks, against a real cloudhub. Scenarios:
+//!
+//! - `throughput`: one node, N distinct 1 KiB objects, acked messages per second (optionally
+//!   with added round-trip delay through a fault proxy, WebSocket only);
+//! - `idle`: N idle QUIC sessions held by a cloudhub in a child process, its resident memory
+//!   per session;
+//! - `storm`: N nodes holding objects, cloudcore restarted, time until all are resynced and how
+//!   many objects were sent again.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use beehive::CancellationToken;
+use clap::{Parser, Subcommand};
+use e2e::controller::Desired;
+use e2e::sim::{Dialer, SimEdge, node_tls};
+use e2e::{Pki, Ports, cloud};
+use link::Transport;
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// Acked messages per second over one session.
+    Throughput {
+        #[arg(long, default_value = "websocket")]
+        transport: Transport,
+        #[arg(long, default_value_t = 200_000)]
+        messages: u64,
+        #[arg(long, default_value_t = 1024)]
+        payload: usize,
+        /// Added round-trip time in milliseconds (WebSocket only: a TCP fault proxy adds it).
+        #[arg(long, default_value_t = 0)]
+        rtt_ms: u64,
+    },
+    /// Idle sessions one cloudhub holds, and its memory per session.
+    Idle {
+        #[arg(long, default_value_t = 10_000)]
+        nodes: usize,
+        /// Simulated nodes share this many QUIC client sockets.
+        #[arg(long, default_value_t = 64)]
+        sockets: usize,
+    },
+    /// All nodes reconnect after a cloudcore restart.
+    Storm {
+        #[arg(long, default_value_t = 10_000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 3)]
+        objects: u64,
+        #[arg(long, default_value_t = 64)]
+        sockets: usize,
+    },
+    /// (internal) A cloudcore for `idle`, in its own process.
+    ServeCloud {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        match args.scenario {
+            Scenario::Throughput {
+                transport,
+                messages,
+                payload,
+                rtt_ms,
+            } => throughput(transport, messages, payload, rtt_ms).await,
+            Scenario::Idle { nodes, sockets } => idle(nodes, sockets).await,
+            Scenario::Storm {
+                nodes,
+                objects,
+                sockets,
+            } => storm(nodes, objects, sockets).await,
+            Scenario::ServeCloud { dir } => serve_cloud(&dir).await,
+        }
+    })
+}
+
+async fn throughput(
+    transport: Transport,
+    messages: u64,
+    payload: usize,
+    rtt_ms: u64,
+) -> anyhow::Result<()> {
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let mut addr = cloud.addr(transport);
+    let _proxy = if rtt_ms > 0 {
+        anyhow::ensure!(
+            transport == Transport::WebSocket,
+            "--rtt-ms needs the WebSocket transport"
+        );
+        let proxy = link::faultproxy::FaultProxy::start(addr).await?;
+        let half = Duration::from_micros(rtt_ms * 500);
+        proxy.set_delay(link::faultproxy::Direction::ToTarget, half);
+        proxy.set_delay(link::faultproxy::Direction::ToClient, half);
+        addr = proxy.local_addr();
+        Some(proxy)
+    } else {
+        None
+    };
+    let node = "bench-0";
+    let sim = SimEdge::new(node, node_tls(&pki.ca, node));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(
+        sim.clone()
+            .run(Dialer::Direct(transport), addr, shutdown.clone()),
+    );
+    wait_for("the node to connect", Duration::from_secs(30), || {
+        cloud.hub().sessions() == 1
+    })
+    .await?;
+    let body = vec![b'x'; payload];
+    let start = Instant::now();
+    let producer = {
+        let desired = cloud.desired.clone();
+        tokio::spawn(async move {
+            for i in 0..messages {
+                desired
+                    .put_object(node, &format!("p{i}"), i + 1, body.clone())
+                    .await;
+            }
+        })
+    };
+    let hub = cloud.hub().clone();
+    wait_for("every message acked", Duration::from_secs(600), || {
+        hub.node(node).is_some_and(|c| c.acked >= messages)
+    })
+    .await?;
+    let elapsed = start.elapsed();
+    producer.await?;
+    let c = hub.node(node).unwrap();
+    println!(
+        "throughput transport={transport} payload={payload}B rtt={rtt_ms}ms messages={messages} elapsed={:.2}s acked_per_s={:.0} retransmits={}",
+        elapsed.as_secs_f64(),
+        messages as f64 / elapsed.as_secs_f64(),
+        c.retransmits
+    );
+    shutdown.cancel();
+    cloud.stop().await;
+    Ok(())
+}
+
+async fn idle(nodes: usize, sockets: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let exe = std::env::current_exe()?;
+    let mut child = std::process::Command::new(exe)
+        .args(["serve-cloud", "--dir", dir.path().to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let pid = child.id();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = lines.next().context("the cloud process said nothing")??;
+    let addr: SocketAddr = ready
+        .strip_prefix("READY ")
+        .context("no READY line")?
+        .parse()?;
+    let sessions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = sessions.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if let Some(n) = line.strip_prefix("SESSIONS ").and_then(|n| n.parse().ok()) {
+                counter.store(n, Ordering::Relaxed);
+            }
+        }
+    });
+    let pki = Pki::open(dir.path());
+    let rss_before = rss_kib(pid)?;
+    let shutdown = CancellationToken::new();
+    let dialers = quic_dialers(sockets)?;
+    let start = Instant::now();
+    for i in 0..nodes {
+        let node = format!("idle-{i}");
+        let sim = SimEdge::new(&node, node_tls(&pki.ca, &node));
+        tokio::spawn(sim.run(
+            Dialer::Quic(dialers[i % dialers.len()].clone()),
+            addr,
+            shutdown.clone(),
+        ));
+        if i % 500 == 499 {
+            // Pace the handshakes a little so the accept queue is not flooded.
+            wait_for("sessions to catch up", Duration::from_secs(300), || {
+                sessions.load(Ordering::Relaxed) + 2_000 > i
+            })
+            .await?;
+        }
+    }
+    wait_for("every node connected", Duration::from_secs(900), || {
+        sessions.load(Ordering::Relaxed) >= nodes
+    })
+    .await?;
+    let connected_in = start.elapsed();
+    tokio::time::sleep(Duration::from_secs(3)).await; // let allocations settle before measuring
+    let rss_after = rss_kib(pid)?;
+    println!(
+        "idle transport=quic sessions={nodes} connect_time={:.1}s cloud_rss_before={}KiB cloud_rss_after={}KiB per_session={:.1}KiB",
+        connected_in.as_secs_f64(),
+        rss_before,
+        rss_after,
+        (rss_after - rss_before) as f64 / nodes as f64
+    );
+    shutdown.cancel();
+    drop(child.stdin.take());
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(())
+}
+
+async fn storm(nodes: usize, objects: u64, sockets: usize) -> anyhow::Result<()> {
+    let pki = Pki::new();
+    let desired = Desired::new();
+    let cloud1 = cloud(&pki, desired.clone(), Ports::default()).await;
+    let addr = cloud1.addr(Transport::Quic);
+    let dialers = quic_dialers(sockets)?;
+    let shutdown = CancellationToken::new();
+    let mut sims = Vec::with_capacity(nodes);
+    for i in 0..nodes {
+        let node = format!("storm-{i}");
+        let sim = SimEdge::new(&node, node_tls(&pki.ca, &node));
+        tokio::spawn(sim.clone().run(
+            Dialer::Quic(dialers[i % dialers.len()].clone()),
+            addr,
+            shutdown.clone(),
+        ));
+        sims.push(sim);
+    }
+    wait_for("every node connected", Duration::from_secs(900), || {
+        cloud1.hub().sessions() >= nodes
+    })
+    .await?;
+    for sim in &sims {
+        for j in 0..objects {
+            desired.put_pod(&sim.node, &format!("o{j}"), 1 + j).await;
+        }
+    }
+    wait_for("every object delivered", Duration::from_secs(600), || {
+        sims.iter().all(|s| s.held() as u64 == objects)
+    })
+    .await?;
+    let ports = cloud1.ports();
+    cloud1.stop().await;
+    let restart = Instant::now();
+    let cloud2 = cloud(&pki, desired.clone(), ports).await;
+    wait_for(
+        "every node reconnected and in sync",
+        Duration::from_secs(900),
+        || {
+            cloud2.hub().sessions() >= nodes
+                && sims.iter().all(|s| {
+                    s.stats.connects.load(Ordering::Relaxed) >= 2
+                        && s.stats.in_sync.load(Ordering::Relaxed)
+                })
+        },
+    )
+    .await?;
+    let elapsed = restart.elapsed();
+    let resent: u64 = sims
+        .iter()
+        .filter_map(|s| cloud2.hub().node(&s.node))
+        .map(|c| c.sent)
+        .sum();
+    let inventories: u64 = sims
+        .iter()
+        .map(|s| s.stats.inventories.load(Ordering::Relaxed))
+        .sum();
+    println!(
+        "storm nodes={nodes} objects_per_node={objects} all_resynced_in={:.1}s objects_resent={resent} inventory_exchanges={inventories}",
+        elapsed.as_secs_f64()
+    );
+    shutdown.cancel();
+    cloud2.stop().await;
+    Ok(())
+}
+
+async fn serve_cloud(dir: &std::path::Path) -> anyhow::Result<()> {
+    let pki = Pki::new();
+    pki::write_pem(&dir.join("ca/rootCA.crt"), pki.ca.cert_pem())?;
+    pki::write_pem(&dir.join("ca/rootCA.key"), &pki.ca.key_pem())?;
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    println!("READY {}", cloud.addr(Transport::Quic));
+    std::io::stdout().flush()?;
+    let hub = cloud.hub().clone();
+    tokio::spawn(async move {
+        loop {
+            println!("SESSIONS {}", hub.sessions());
+            let _ = std::io::stdout().flush();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    // Runs until the parent closes stdin.
+    tokio::task::spawn_blocking(|| std::io::stdin().lines().count()).await?;
+    cloud.stop().await;
+    Ok(())
+}
+
+fn quic_dialers(n: usize) -> anyhow::Result<Vec<link::QuicDialer>> {
+    (0..n.max(1))
+        .map(|_| Ok(link::QuicDialer::bind("127.0.0.1:0".parse()?)?))
+        .collect()
+}
+
+async fn wait_for(
+    what: &str,
+    limit: Duration,
+    mut done: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .context("no VmRSS")?;
+    Ok(line
+        .split_whitespace()
+        .nth(1)
+        .context("VmRSS value")?
+        .parse()?)
+}

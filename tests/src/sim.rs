@@ -1,0 +1,216 @@
+//! A simulated edge node for load tests: a real session (its own certificate, mutual TLS, the
+//! wire protocol with windowed acks, resync by inventory, pings) over an in-memory store that
+//! acks every message as soon as it is applied. Many of them run in one process.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use beehive::{CancellationToken, Operation};
+use link::{ClientTls, LinkError, Transport};
+use wire::{
+    Frame, Hello, InventoryEntry, Keepalive, KeepaliveAction, KeepaliveConfig, Limits, Receiver,
+    RecvConfig,
+};
+
+/// How a simulated node dials: its own socket per connection, or a shared QUIC socket.
+#[derive(Clone, Debug)]
+pub enum Dialer {
+    Direct(Transport),
+    Quic(link::QuicDialer),
+}
+
+/// One simulated node.
+pub struct SimEdge {
+    pub node: String,
+    tls: ClientTls,
+    store: std::sync::Mutex<HashMap<String, String>>,
+    pub stats: SimStats,
+}
+
+/// What a simulated node saw.
+#[derive(Default)]
+pub struct SimStats {
+    pub applied: AtomicU64,
+    pub connects: AtomicU64,
+    pub in_sync: AtomicBool,
+    pub inventories: AtomicU64,
+}
+
+impl SimEdge {
+    pub fn new(node: &str, tls: ClientTls) -> Arc<SimEdge> {
+        Arc::new(SimEdge {
+            node: node.into(),
+            tls,
+            store: Default::default(),
+            stats: SimStats::default(),
+        })
+    }
+
+    pub fn held(&self) -> usize {
+        self.store.lock().unwrap().len()
+    }
+
+    /// Connects and serves sessions until `shutdown`, reconnecting with full jitter (base 1 s,
+    /// cap 30 s) like edgehub.
+    pub async fn run(
+        self: Arc<Self>,
+        dialer: Dialer,
+        addr: SocketAddr,
+        shutdown: CancellationToken,
+    ) {
+        let mut attempt = 0u32;
+        while !shutdown.is_cancelled() {
+            if attempt > 0 {
+                let ceiling = (2f64.powi(attempt as i32 - 1)).min(30.0);
+                let wait = Duration::from_secs_f64(rand::random::<f64>() * ceiling);
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+            }
+            self.stats.in_sync.store(false, Ordering::Release);
+            match self.session(&dialer, addr, &shutdown).await {
+                Ok(()) => return,
+                Err(_) => attempt = (attempt + 1).min(6),
+            }
+        }
+    }
+
+    async fn session(
+        &self,
+        dialer: &Dialer,
+        addr: SocketAddr,
+        shutdown: &CancellationToken,
+    ) -> Result<(), LinkError> {
+        let limits = link::Limits {
+            handshake_timeout: Duration::from_secs(60),
+            ..link::Limits::default()
+        };
+        let conn = match dialer {
+            Dialer::Direct(transport) => link::connect(*transport, addr, &self.tls, limits).await?,
+            Dialer::Quic(dialer) => dialer.connect(addr, &self.tls, limits).await?,
+        };
+        let (mut sink, stream) = conn.split();
+        let mut frames = stream.into_channel(64);
+        let digest = wire::digest(
+            self.store
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        let hello = Hello {
+            protocol_versions: wire::SUPPORTED_PROTOCOL_VERSIONS.to_vec(),
+            node_id: self.node.clone(),
+            inventory_digest: digest,
+            limits: Limits {
+                max_frame: 32 << 20,
+                recv_window: 128,
+            },
+            resume: None,
+        };
+        sink.send(&Frame::Hello(hello)).await?;
+        self.stats.connects.fetch_add(1, Ordering::Relaxed);
+        let mut receiver = Receiver::new(RecvConfig::default());
+        let mut keepalive = Keepalive::new(KeepaliveConfig::default(), Instant::now());
+        loop {
+            let now = Instant::now();
+            if let Some(ack) = receiver.poll_ack(now) {
+                sink.send(&Frame::Ack(ack)).await?;
+            }
+            match keepalive.poll(now) {
+                KeepaliveAction::Ping(nonce) => sink.send(&Frame::Ping { nonce }).await?,
+                KeepaliveAction::PeerDead => return Err(LinkError::Closed),
+                KeepaliveAction::Wait => {}
+            }
+            let deadline = receiver
+                .poll_timeout()
+                .into_iter()
+                .chain([keepalive.poll_timeout()])
+                .min()
+                .unwrap();
+            let frame = tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                f = frames.recv() => f,
+                _ = tokio::time::sleep_until(deadline.into()) => continue,
+            };
+            let frame = match frame {
+                Some(Ok(f)) => f,
+                Some(Err(e)) => return Err(e),
+                None => return Err(LinkError::Closed),
+            };
+            keepalive.on_frame(Instant::now());
+            match frame {
+                Frame::Data { seq, msg } => {
+                    if receiver.on_data(seq, now).ok() == Some(wire::Arrival::Accept) {
+                        self.apply(&msg);
+                        let _ = receiver.processed(seq, Instant::now());
+                    }
+                }
+                Frame::Ping { nonce } => sink.send(&Frame::Pong { nonce }).await?,
+                Frame::Pong { nonce } => keepalive.on_pong(nonce, Instant::now()),
+                Frame::InventoryRequest => self.send_inventory(&mut sink).await?,
+                Frame::ResyncDone { .. } => self.stats.in_sync.store(true, Ordering::Release),
+                Frame::Close { .. } | Frame::Refuse { .. } => return Err(LinkError::Closed),
+                _ => {}
+            }
+        }
+    }
+
+    fn apply(&self, msg: &beehive::Message) {
+        let mut parts = msg.resource().split('/');
+        let (Some(ns), Some(res), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+            return;
+        };
+        let key = wire::object_key(res, Some(ns), name);
+        let mut store = self.store.lock().unwrap();
+        match msg.router.operation {
+            Operation::Delete => {
+                store.remove(&key);
+            }
+            _ => {
+                store.insert(
+                    key,
+                    msg.header
+                        .resource_version
+                        .as_deref()
+                        .unwrap_or("")
+                        .to_string(),
+                );
+            }
+        }
+        self.stats.applied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    async fn send_inventory(&self, sink: &mut link::FrameSink) -> Result<(), LinkError> {
+        self.stats.inventories.fetch_add(1, Ordering::Relaxed);
+        let entries: Vec<InventoryEntry> = self
+            .store
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| InventoryEntry {
+                key: k.clone(),
+                resource_version: v.clone(),
+            })
+            .collect();
+        for frame in wire::inventory_frames(entries, 1 << 20) {
+            sink.feed(&frame).await?;
+        }
+        sink.flush().await
+    }
+}
+
+/// Client TLS settings for `node`, with a certificate issued now by `ca` for a shared key.
+pub fn node_tls(ca: &pki::Ca, node: &str) -> ClientTls {
+    let issued = ca.issue_node(node, Duration::from_secs(86400)).unwrap();
+    ClientTls {
+        ca_pem: ca.cert_pem().to_string(),
+        cert_pem: issued.cert_pem,
+        key_pem: issued.key_pem,
+        server_name: "127.0.0.1".into(),
+    }
+}
