@@ -144,11 +144,11 @@ impl SimEdge {
             };
             keepalive.on_frame(Instant::now());
             match frame {
-                Frame::Data { seq, msg } => {
-                    if receiver.on_data(seq, now).ok() == Some(wire::Arrival::Accept) {
-                        self.apply(&msg);
-                        let _ = receiver.processed(seq, Instant::now());
-                    }
+                Frame::Data { seq, msg }
+                    if receiver.on_data(seq, now).ok() == Some(wire::Arrival::Accept) =>
+                {
+                    self.apply(&msg);
+                    let _ = receiver.processed(seq, Instant::now());
                 }
                 Frame::Ping { nonce } => sink.send(&Frame::Pong { nonce }).await?,
                 Frame::Pong { nonce } => keepalive.on_pong(nonce, Instant::now()),
