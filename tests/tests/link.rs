@@ -58,6 +58,12 @@ async fn deliver_in_order(transport: Transport) {
     assert_eq!(last.len(), 5_000);
     let counters = cloud.hub().node(node).unwrap();
     assert!(
+        counters.bytes_sent > 10_000 * 700,
+        "{} bytes sent for 10,000 objects of ~1 KiB",
+        counters.bytes_sent
+    );
+    assert!(counters.bytes_received > 0, "acks and pings come back");
+    assert!(
         counters.sent <= 10_000,
         "sent {} frames for 10,000 changes",
         counters.sent

@@ -324,3 +324,103 @@ async fn a_peer_that_breaks_the_protocol_loses_its_session_and_no_one_else_does(
     good.stop().await;
     cloud.stop().await;
 }
+
+/// A status a local module (edged) reports for a pod: it goes through metamanager's outbox.
+async fn report_status(edge: &e2e::Edge, pod: &str, phase: &str) {
+    let msg = beehive::Message::new()
+        .route(
+            "edged",
+            "meta",
+            format!("default/pods/{pod}"),
+            beehive::Operation::Update,
+        )
+        .with_content(format!(r#"{{"status":{{"phase":"{phase}"}}}}"#));
+    let resp = edge
+        .running
+        .context()
+        .send_sync(metamanager::NAME, msg, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.router.operation,
+        beehive::Operation::Response,
+        "metamanager queued the status"
+    );
+}
+
+fn last_phase(desired: &Desired, pod: &str) -> Option<String> {
+    desired
+        .upstream()
+        .iter()
+        .filter(|m| m.resource().ends_with(&format!("default/pods/{pod}")))
+        .next_back()
+        .map(|m| String::from_utf8_lossy(&m.content).to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_queued_while_offline_reach_the_cloud_after_reconnect_coalesced() {
+    let pki = Pki::new();
+    let desired = Desired::new();
+    let cloud1 = cloud(&pki, desired.clone(), Ports::default()).await;
+    let node = "edge-up";
+    let edge = edge(edge_config(
+        &pki.node(node),
+        cloud1.addr(Transport::WebSocket),
+        Transport::WebSocket,
+        &pki.path("up.db"),
+    ))
+    .await;
+    let outbox = edge.running.meta().store().clone();
+    eventually("linked", CONVERGE, || {
+        std::future::ready(cloud1.hub().sessions() == 1)
+    })
+    .await;
+
+    report_status(&edge, "web", "Running").await;
+    eventually(
+        "an online status reaches the cloud and leaves the outbox",
+        CONVERGE,
+        || async {
+            last_phase(&desired, "web").is_some_and(|p| p.contains("Running"))
+                && outbox.outbox_len().await.unwrap() == 0
+        },
+    )
+    .await;
+    let upstream = desired.upstream();
+    assert!(
+        upstream
+            .iter()
+            .all(|m| m.resource().starts_with(&format!("node/{node}/"))),
+        "cloudhub names the node"
+    );
+
+    let ports = cloud1.ports();
+    cloud1.stop().await;
+    for phase in ["Pending", "ContainerCreating", "Failed"] {
+        report_status(&edge, "offline-pod", phase).await;
+    }
+    assert_eq!(
+        outbox.outbox_len().await.unwrap(),
+        1,
+        "newer statuses replaced the unsent older ones"
+    );
+    let seen_before = desired.upstream().len();
+
+    let cloud2 = cloud(&pki, desired.clone(), ports).await;
+    eventually(
+        "the queued status drains after reconnect",
+        CONVERGE,
+        || async {
+            last_phase(&desired, "offline-pod").is_some_and(|p| p.contains("Failed"))
+                && outbox.outbox_len().await.unwrap() == 0
+        },
+    )
+    .await;
+    assert_eq!(
+        desired.upstream().len(),
+        seen_before + 1,
+        "only the newest status was sent"
+    );
+    edge.stop().await;
+    cloud2.stop().await;
+}

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -34,6 +36,7 @@ pub struct Conn {
     peer_node: Option<String>,
     sink: FrameSink,
     stream: FrameStream,
+    bytes: ByteCounters,
 }
 
 /// The sending half of a [`Conn`].
@@ -41,12 +44,34 @@ pub struct FrameSink {
     inner: SinkInner,
     limits: Limits,
     failed: bool,
+    bytes: ByteCounters,
 }
 
 /// The receiving half of a [`Conn`].
 pub struct FrameStream {
     inner: StreamInner,
     state: StreamState,
+    bytes: ByteCounters,
+}
+
+/// Encoded frame bytes sent and received on one connection, readable from anywhere (the
+/// halves may live in different tasks).
+#[derive(Clone, Debug, Default)]
+pub struct ByteCounters {
+    sent: Arc<AtomicU64>,
+    received: Arc<AtomicU64>,
+}
+
+impl ByteCounters {
+    /// Bytes of frames queued for sending (a frame counts once fed).
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of frames received.
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
 }
 
 enum ListenerInner {
@@ -261,6 +286,7 @@ impl Conn {
         sink: SinkInner,
         stream: StreamInner,
     ) -> Conn {
+        let bytes = ByteCounters::default();
         Conn {
             transport,
             remote_addr,
@@ -269,11 +295,14 @@ impl Conn {
                 inner: sink,
                 limits,
                 failed: false,
+                bytes: bytes.clone(),
             },
             stream: FrameStream {
                 inner: stream,
                 state: StreamState::Open,
+                bytes: bytes.clone(),
             },
+            bytes,
         }
     }
 
@@ -289,6 +318,11 @@ impl Conn {
 
     pub fn transport(&self) -> Transport {
         self.transport
+    }
+
+    /// The connection's byte counters (shared with both halves).
+    pub fn bytes(&self) -> ByteCounters {
+        self.bytes.clone()
     }
 
     /// The two halves, to be driven independently (e.g. from two tasks).
@@ -324,6 +358,9 @@ impl FrameSink {
             }
         })
         .await;
+        let result = result.map(|len| {
+            self.bytes.sent.fetch_add(len as u64, Ordering::Relaxed);
+        });
         self.settle(result)
     }
 
@@ -400,6 +437,12 @@ impl FrameStream {
             StreamInner::Ws(s) => s.recv().await,
             StreamInner::Quic(s) => s.recv().await,
         };
+        let result = result.map(|next| {
+            next.map(|(frame, len)| {
+                self.bytes.received.fetch_add(len as u64, Ordering::Relaxed);
+                frame
+            })
+        });
         match &result {
             Ok(Some(_)) => {}
             Ok(None) => self.state = StreamState::Ended,
@@ -447,10 +490,10 @@ async fn handshake<T>(
         .unwrap_or(Err(LinkError::HandshakeTimeout { after }))
 }
 
-async fn bounded_write(
+async fn bounded_write<T>(
     after: Duration,
-    fut: impl Future<Output = Result<(), LinkError>>,
-) -> Result<(), LinkError> {
+    fut: impl Future<Output = Result<T, LinkError>>,
+) -> Result<T, LinkError> {
     tokio::time::timeout(after, fut)
         .await
         .unwrap_or(Err(LinkError::WriteTimeout { after }))

@@ -46,7 +46,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-pub use conn::{Conn, FrameSink, FrameStream, Incoming, Listener, QuicDialer, connect};
+pub use conn::{
+    ByteCounters, Conn, FrameSink, FrameStream, Incoming, Listener, QuicDialer, connect,
+};
 pub use error::{LinkError, UnknownTransport};
 
 /// ALPN protocol of the QUIC transport.

@@ -58,6 +58,8 @@ pub(crate) struct Sink {
 pub(crate) struct Stream {
     recv: RecvStream,
     reader: FrameReader,
+    /// Bytes read and not yet accounted to a frame.
+    read: usize,
     _endpoint: Option<Endpoint>,
 }
 
@@ -153,12 +155,19 @@ impl Incoming {
 // === impl Sink ===
 
 impl Sink {
-    pub(crate) async fn feed(&mut self, frame: &Frame, max_frame: usize) -> Result<(), LinkError> {
+    /// Queues one frame; returns its encoded size, length prefix included.
+    pub(crate) async fn feed(
+        &mut self,
+        frame: &Frame,
+        max_frame: usize,
+    ) -> Result<usize, LinkError> {
+        let before = self.buf.len();
         append_prefixed(&mut self.buf, frame, max_frame)?;
+        let len = self.buf.len() - before;
         if self.buf.len() >= FLUSH_AT {
             self.flush().await?;
         }
-        Ok(())
+        Ok(len)
     }
 
     pub(crate) async fn flush(&mut self) -> Result<(), LinkError> {
@@ -188,13 +197,17 @@ impl Sink {
 // === impl Stream ===
 
 impl Stream {
-    pub(crate) async fn recv(&mut self) -> Result<Option<Frame>, LinkError> {
+    /// The next frame, and the bytes read since the previous one.
+    pub(crate) async fn recv(&mut self) -> Result<Option<(Frame, usize)>, LinkError> {
         loop {
             if let Some(frame) = self.reader.next_frame()? {
-                return Ok(Some(frame));
+                return Ok(Some((frame, std::mem::take(&mut self.read))));
             }
             match self.recv.read_chunk(READ_CHUNK, true).await {
-                Ok(Some(chunk)) => self.reader.push(&chunk.bytes),
+                Ok(Some(chunk)) => {
+                    self.read += chunk.bytes.len();
+                    self.reader.push(&chunk.bytes);
+                }
                 Ok(None) => return self.end(),
                 Err(ReadError::ConnectionLost(e)) if is_orderly(&e) => return self.end(),
                 Err(e) => return Err(e.into()),
@@ -203,7 +216,7 @@ impl Stream {
     }
 
     /// The stream ended: cleanly between frames, or inside one.
-    fn end(&self) -> Result<Option<Frame>, LinkError> {
+    fn end(&self) -> Result<Option<(Frame, usize)>, LinkError> {
         match self.reader.buffered() {
             0 => Ok(None),
             buffered => Err(LinkError::Truncated { buffered }),
@@ -227,6 +240,7 @@ fn halves(
     let stream = Stream {
         recv,
         reader: FrameReader::new(max_frame),
+        read: 0,
         _endpoint: endpoint,
     };
     (SinkInner::Quic(sink), StreamInner::Quic(Box::new(stream)))

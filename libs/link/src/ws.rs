@@ -138,16 +138,23 @@ impl Incoming {
 // === impl Sink ===
 
 impl Sink {
-    pub(crate) async fn feed(&mut self, frame: &Frame, max_frame: usize) -> Result<(), LinkError> {
+    /// Queues one frame; returns its encoded size.
+    pub(crate) async fn feed(
+        &mut self,
+        frame: &Frame,
+        max_frame: usize,
+    ) -> Result<usize, LinkError> {
         let bytes = wire::encode(frame);
-        if bytes.len() > max_frame {
+        let len = bytes.len();
+        if len > max_frame {
             return Err(LinkError::Oversized {
-                len: bytes.len() as u64,
+                len: len as u64,
                 max: max_frame,
             });
         }
         let message = Message::Binary(Bytes::from(bytes));
-        self.inner.feed(message).await.map_err(connection_error)
+        self.inner.feed(message).await.map_err(connection_error)?;
+        Ok(len)
     }
 
     pub(crate) async fn flush(&mut self) -> Result<(), LinkError> {
@@ -169,7 +176,8 @@ impl Sink {
 // === impl Stream ===
 
 impl Stream {
-    pub(crate) async fn recv(&mut self) -> Result<Option<Frame>, LinkError> {
+    /// The next frame and its encoded size.
+    pub(crate) async fn recv(&mut self) -> Result<Option<(Frame, usize)>, LinkError> {
         loop {
             let message = match self.inner.next().await {
                 None => return Ok(None),
@@ -177,7 +185,9 @@ impl Stream {
                 Some(Err(e)) => return Err(connection_error(e)),
             };
             match message {
-                Message::Binary(bytes) => return Ok(Some(wire::decode(&bytes, self.max_frame)?)),
+                Message::Binary(bytes) => {
+                    return Ok(Some((wire::decode(&bytes, self.max_frame)?, bytes.len())));
+                }
                 Message::Text(_) => return Err(LinkError::UnexpectedMessage { kind: "text" }),
                 Message::Close(_) => return Ok(None),
                 // Pings are answered by tungstenite itself; pongs and raw frames carry nothing.

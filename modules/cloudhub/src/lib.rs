@@ -77,6 +77,8 @@ pub struct NodeCounters {
     pub dropped: u64,
     pub resyncs: u64,
     pub upstream: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
 }
 
 /// State shared by the module loop, the accept loops and the sessions.
@@ -431,6 +433,7 @@ impl Handle {
 
 fn counters(slot: &node::NodeSlot) -> NodeCounters {
     let (queued, in_flight) = slot.depth();
+    let (bytes_sent, bytes_received) = slot.bytes();
     let s = &slot.stats;
     NodeCounters {
         connected: slot.connected.load(Ordering::Relaxed),
@@ -442,6 +445,8 @@ fn counters(slot: &node::NodeSlot) -> NodeCounters {
         dropped: s.dropped.load(Ordering::Relaxed),
         resyncs: s.resyncs.load(Ordering::Relaxed),
         upstream: s.upstream.load(Ordering::Relaxed),
+        bytes_sent,
+        bytes_received,
     }
 }
 

@@ -42,6 +42,8 @@ pub(crate) fn register(
         total.dropped += c.dropped;
         total.resyncs += c.resyncs;
         total.upstream += c.upstream;
+        total.bytes_sent += c.bytes_sent;
+        total.bytes_received += c.bytes_received;
     }
     sub.register(
         "queue_depth",
@@ -83,6 +85,12 @@ pub(crate) fn register(
             "upstream_messages",
             "Upstream data frames taken from edges",
             total.upstream,
+        ),
+        ("bytes_sent", "Frame bytes sent to edges", total.bytes_sent),
+        (
+            "bytes_received",
+            "Frame bytes received from edges",
+            total.bytes_received,
         ),
     ];
     for (name, help, value) in counters {

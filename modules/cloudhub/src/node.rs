@@ -33,6 +33,8 @@ pub(crate) struct NodeSlot {
     pub overflowed: AtomicBool,
     pub connected: AtomicBool,
     pub stats: NodeStats,
+    /// Byte counters of the live session.
+    pub live_bytes: Mutex<Option<link::ByteCounters>>,
 }
 
 /// Counters of one node.
@@ -44,6 +46,9 @@ pub(crate) struct NodeStats {
     pub dropped: AtomicU64,
     pub resyncs: AtomicU64,
     pub upstream: AtomicU64,
+    /// Frame bytes of sessions that ended (the live session's are in `live_bytes`).
+    pub bytes_sent: AtomicU64,
+    pub bytes_received: AtomicU64,
 }
 
 // === impl Nodes ===
@@ -118,6 +123,27 @@ impl NodeSlot {
             overflowed: AtomicBool::new(false),
             connected: AtomicBool::new(false),
             stats: NodeStats::default(),
+            live_bytes: Mutex::new(None),
+        }
+    }
+
+    /// Frame bytes sent and received over all sessions, the live one included.
+    pub fn bytes(&self) -> (u64, u64) {
+        let live = self.live_bytes.lock().expect("bytes lock poisoned");
+        let (s, r) = live.as_ref().map_or((0, 0), |b| (b.sent(), b.received()));
+        (
+            self.stats.bytes_sent.load(Ordering::Relaxed) + s,
+            self.stats.bytes_received.load(Ordering::Relaxed) + r,
+        )
+    }
+
+    /// The live session ended: its bytes join the totals.
+    pub fn retire_bytes(&self) {
+        if let Some(b) = self.live_bytes.lock().expect("bytes lock poisoned").take() {
+            self.stats.bytes_sent.fetch_add(b.sent(), Ordering::Relaxed);
+            self.stats
+                .bytes_received
+                .fetch_add(b.received(), Ordering::Relaxed);
         }
     }
 

@@ -71,6 +71,7 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
         return Err(HubError::NotANode);
     };
     tracing::Span::current().record("node_id", node.as_str());
+    let bytes = conn.bytes();
     let (mut sink, stream) = conn.split();
     let mut frames = stream.into_channel(256);
     let hello = match read_hello(&mut frames, shared).await {
@@ -101,6 +102,7 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
         old.cancel();
     }
     let _live = slot.live.lock().await;
+    *slot.live_bytes.lock().expect("bytes lock poisoned") = Some(bytes);
     let (handled_tx, handled_rx) = mpsc::unbounded_channel();
     let now = Instant::now();
     let mut session = Session {
@@ -441,6 +443,7 @@ impl Session<'_> {
             .lock()
             .expect("outbound lock poisoned")
             .reset_for_new_session();
+        self.slot.retire_bytes();
         if self.slot.connected.swap(false, Ordering::AcqRel) {
             self.shared.sessions.fetch_sub(1, Ordering::Relaxed);
             self.shared
