@@ -349,11 +349,11 @@ async fn report_status(edge: &e2e::Edge, pod: &str, phase: &str) {
 }
 
 fn last_phase(desired: &Desired, pod: &str) -> Option<String> {
+    let suffix = format!("default/pods/{pod}");
     desired
         .upstream()
         .iter()
-        .filter(|m| m.resource().ends_with(&format!("default/pods/{pod}")))
-        .next_back()
+        .rfind(|m| m.resource().ends_with(&suffix))
         .map(|m| String::from_utf8_lossy(&m.content).to_string())
 }
 
