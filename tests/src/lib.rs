@@ -113,7 +113,7 @@ pub async fn cloud(pki: &Pki, desired: Arc<Desired>, ports: Ports) -> Cloud {
     hub.keepalive_timeout = Duration::from_secs(6);
     // A cloud restarted in the same process may find its old QUIC socket still draining for a
     // moment (a restarted process would not): retry the bind for a bounded time.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     loop {
         let shutdown = CancellationToken::new();
         let extra = vec![Controller::module(desired.clone())];

@@ -1,0 +1,20 @@
+//! apimachinery: the Kubernetes API semantics both REST endpoints (the embedded control plane
+//! and the edge's lwproxy) share, as pure functions with no I/O: which resources exist and how
+//! they are named ([`catalog`]), label and field selectors ([`selector`]), the fields an object
+//! is selected by ([`fields`]), the three patch types ([`patch`]), `kubectl get` tables
+//! ([`table`]) and `Status` errors ([`status`]).
+//!
+//! CONTRACT NOTE: the public signatures in this crate are a contract other crates are written
+//! against at the same time; change them only with the crate owner's agreement.
+#![forbid(unsafe_code)]
+
+pub mod catalog;
+pub mod fields;
+pub mod patch;
+pub mod selector;
+pub mod status;
+pub mod table;
+pub mod time;
+
+pub use catalog::{Column, ResourceInfo};
+pub use status::ApiError;

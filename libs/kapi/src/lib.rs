@@ -1,0 +1,96 @@
+//! kapi: one Kubernetes REST layer over the object store, used twice: by the embedded control
+//! plane in cloudcore (writes applied to the local store by [`local::LocalBackend`]) and by the
+//! edge's lwproxy (writes forwarded to the cloud). It knows nothing of which side it runs on:
+//! reads (discovery, get, list, watch, tables, OpenAPI) come from the [`objstore::Store`], writes
+//! go through a [`Backend`], and who the caller is comes from the request's [`User`] extension.
+//!
+//! CONTRACT NOTE: `Backend`, `WriteRequest`, `DeleteOptions`, `User`, `Registry` and `Api` are a
+//! contract other crates are written against at the same time; change them only with the crate
+//! owner's agreement.
+#![forbid(unsafe_code)]
+
+pub mod local;
+mod registry;
+mod server;
+
+use std::sync::Arc;
+
+use apimachinery::patch::PatchType;
+use apimachinery::{ApiError, ResourceInfo};
+use bytes::Bytes;
+use serde_json::Value;
+
+pub use registry::Registry;
+pub use server::router;
+
+/// Who makes a request (from a bearer token or a client certificate, or the local default).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    /// e.g. `admin`, `system:node:edge-1`.
+    pub name: String,
+    /// e.g. `system:masters`, `system:nodes`.
+    pub groups: Vec<String>,
+}
+
+/// One write, as the REST layer parsed it.
+#[derive(Clone, Debug)]
+pub struct WriteRequest<'a> {
+    pub info: &'a ResourceInfo,
+    /// `""` for cluster-scoped resources.
+    pub namespace: &'a str,
+    /// The object name from the URL; `""` for a create (the body names it, or `generateName`).
+    pub name: &'a str,
+    /// `status`, `binding`, `finalize`, ... or `None` for the main resource.
+    pub subresource: Option<&'a str>,
+    pub user: &'a User,
+    /// `dryRun=All`: validate and answer, store nothing.
+    pub dry_run: bool,
+}
+
+/// The `DeleteOptions` of a delete (body and query parameters merged).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `Orphan`, `Background`, `Foreground`.
+    pub propagation_policy: Option<String>,
+}
+
+/// Where writes go. Implementations: [`local::LocalBackend`] (the embedded control plane),
+/// and lwproxy's forwarder (the edge).
+#[async_trait::async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// Creates `obj`; returns it as stored (201).
+    async fn create(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError>;
+    /// Replaces the object (or its subresource); returns it as stored (200).
+    async fn update(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError>;
+    /// Patches the object (or its subresource); returns it as stored (200).
+    async fn patch(
+        &self,
+        req: &WriteRequest<'_>,
+        kind: PatchType,
+        patch: Bytes,
+    ) -> Result<Value, ApiError>;
+    /// Deletes the object. Returns the object (marked for graceful deletion, or as it was when
+    /// removed) or a `Status`, as kube-apiserver answers for the kind (200 or 202).
+    async fn delete(
+        &self,
+        req: &WriteRequest<'_>,
+        opts: DeleteOptions,
+    ) -> Result<(u16, Value), ApiError>;
+}
+
+/// Everything the REST handlers need.
+#[derive(Clone)]
+pub struct Api {
+    pub registry: Registry,
+    pub store: objstore::Store,
+    pub backend: Arc<dyn Backend>,
+    /// `/version` answer (`gitVersion` etc.).
+    pub version: Value,
+    /// The user when a request carries none (lwproxy on loopback: a local admin).
+    pub default_user: Option<User>,
+}
