@@ -27,8 +27,9 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Buffered bytes after which `feed` writes them out.
 const FLUSH_AT: usize = 64 * 1024;
 
-/// A send buffer grown past this by a large frame is released after the flush.
-const KEEP_BUFFER: usize = 4 * FLUSH_AT;
+/// A send buffer larger than this is released after the flush, so an idle connection holds no
+/// buffer (memory per idle session matters when one cloudhub holds 100,000 of them).
+const KEEP_BUFFER: usize = 4 * 1024;
 
 /// Largest chunk taken from the stream at a time.
 const READ_CHUNK: usize = 64 * 1024;
@@ -175,7 +176,7 @@ impl Sink {
             self.send.write_all(&self.buf).await?;
             self.buf.clear();
             if self.buf.capacity() > KEEP_BUFFER {
-                self.buf = Vec::with_capacity(FLUSH_AT);
+                self.buf = Vec::new();
             }
         }
         Ok(())
@@ -234,7 +235,7 @@ fn halves(
     let sink = Sink {
         send,
         conn,
-        buf: Vec::with_capacity(FLUSH_AT),
+        buf: Vec::new(),
         _endpoint: endpoint.clone(),
     };
     let stream = Stream {
