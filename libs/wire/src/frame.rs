@@ -53,7 +53,7 @@ pub enum Frame {
         retry_after_ms: Option<u32>,
     },
     /// One application message with its sequence number in the sender's sequence space.
-    Data { seq: u64, msg: Message },
+    Data { seq: u64, msg: Box<Message> },
     /// What the sender of the ack has durably processed of the peer's data.
     Ack(Ack),
     /// Liveness probe; answered by a `Pong` with the same nonce.

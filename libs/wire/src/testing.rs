@@ -117,7 +117,10 @@ pub fn arb_frame() -> impl Strategy<Value = Frame> {
                 retry_after_ms,
             }
         }),
-        (any::<u64>(), arb_message()).prop_map(|(seq, msg)| Frame::Data { seq, msg }),
+        (any::<u64>(), arb_message()).prop_map(|(seq, msg)| Frame::Data {
+            seq,
+            msg: Box::new(msg)
+        }),
         arb_ack().prop_map(Frame::Ack),
         any::<u64>().prop_map(|nonce| Frame::Ping { nonce }),
         any::<u64>().prop_map(|nonce| Frame::Pong { nonce }),

@@ -348,7 +348,7 @@ impl Transmit {
     pub fn into_frame(self) -> Frame {
         Frame::Data {
             seq: self.seq,
-            msg: self.msg,
+            msg: Box::new(self.msg),
         }
     }
 }

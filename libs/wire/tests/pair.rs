@@ -267,7 +267,7 @@ impl Pair {
             .expect("the cloud respects the window")
             == Arrival::Accept
         {
-            self.app.deliver(self.now, seq, msg);
+            self.app.deliver(self.now, seq, *msg);
         }
     }
 

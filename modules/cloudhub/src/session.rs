@@ -267,10 +267,7 @@ impl Session<'_> {
                 &self.slot.stats.sent
             };
             stat.fetch_add(1, Ordering::Relaxed);
-            self.batch.push(Frame::Data {
-                seq: t.seq,
-                msg: t.msg,
-            });
+            self.batch.push(t.into_frame());
         }
     }
 
@@ -297,7 +294,7 @@ impl Session<'_> {
         self.keepalive.on_frame(now);
         match frame {
             Frame::Ack(ack) => self.on_ack(&ack, now),
-            Frame::Data { seq, msg } => self.on_data(seq, msg, now),
+            Frame::Data { seq, msg } => self.on_data(seq, *msg, now),
             Frame::Ping { nonce } => Ok(self.sink.send(&Frame::Pong { nonce }).await?),
             Frame::Pong { nonce } => {
                 self.keepalive.on_pong(nonce, now);

@@ -200,10 +200,7 @@ impl Session<'_> {
     async fn flush_due(&mut self, now: Instant) -> Result<(), HubError> {
         while let Some(t) = self.outbound.poll_transmit(now) {
             self.hub.stats.upstream_sent.fetch_add(1, Ordering::Relaxed);
-            self.batch.push(Frame::Data {
-                seq: t.seq,
-                msg: t.msg,
-            });
+            self.batch.push(t.into_frame());
         }
         if let Some(ack) = self.receiver.poll_ack(now) {
             self.batch.push(Frame::Ack(ack));
@@ -284,7 +281,7 @@ impl Session<'_> {
         let now = Instant::now();
         self.keepalive.on_frame(now);
         match frame {
-            Frame::Data { seq, msg } => self.on_data(seq, msg, now),
+            Frame::Data { seq, msg } => self.on_data(seq, *msg, now),
             Frame::Ack(ack) => self.on_ack(&ack, now).await,
             Frame::Ping { nonce } => Ok(self.sink.send(&Frame::Pong { nonce }).await?),
             Frame::Pong { nonce } => {

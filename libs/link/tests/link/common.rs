@@ -146,7 +146,10 @@ pub fn data(seq: u64, payload: usize) -> Frame {
     let msg = Message::new()
         .route("edgehub", "meta", "default/pod/nginx", Operation::Update)
         .with_content(vec![seq as u8; payload]);
-    Frame::Data { seq, msg }
+    Frame::Data {
+        seq,
+        msg: Box::new(msg),
+    }
 }
 
 /// One frame of most kinds, including a data frame with a 1 KiB payload.

@@ -24,7 +24,7 @@ fn drain(reader: &mut FrameReader) -> Result<Vec<Frame>, FrameError> {
 fn data_frame_round_trips_with_its_message() {
     let frame = Frame::Data {
         seq: 7,
-        msg: msg("pod/default/nginx", "12"),
+        msg: Box::new(msg("pod/default/nginx", "12")),
     };
     assert_eq!(decode(&encode(&frame), MAX).unwrap(), frame);
 }
@@ -104,7 +104,7 @@ fn huge_declared_array_fails_fast() {
 fn encode_prefixed_refuses_frames_over_the_peer_limit() {
     let frame = Frame::Data {
         seq: 1,
-        msg: msg("pod/default/big", "1").with_content(vec![0; 4096]),
+        msg: Box::new(msg("pod/default/big", "1").with_content(vec![0; 4096])),
     };
     assert!(matches!(
         encode_prefixed(&frame, 1024),
