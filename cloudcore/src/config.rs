@@ -14,6 +14,9 @@ pub struct Config {
     pub kind: String,
     /// Monitor listener, grace period, mailbox size.
     pub common_config: CommonConfig,
+    /// Which Kubernetes API cloudcore uses.
+    #[serde(rename = "kubeAPIConfig")]
+    pub kube_api_config: KubeApiConfig,
     /// One section per module.
     pub modules: Modules,
 }
@@ -22,8 +25,19 @@ pub struct Config {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Modules {
+    /// The embedded control plane (used when `kubeAPIConfig.kubeConfig` is empty).
+    pub api_server: apiserver::Config,
     /// The cloud end of the link.
     pub cloud_hub: cloudhub::Config,
+}
+
+/// `kubeAPIConfig`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubeApiConfig {
+    /// Kubeconfig of a real cluster. Empty (default): the embedded control plane
+    /// (`modules.apiServer`) is started and its admin kubeconfig is used.
+    pub kube_config: std::path::PathBuf,
 }
 
 pub const API_VERSION: &str = "cloudcore.config.kubeedge.io/v1alpha1";
@@ -35,6 +49,7 @@ impl Default for Config {
             api_version: API_VERSION.into(),
             kind: KIND.into(),
             common_config: CommonConfig::default(),
+            kube_api_config: KubeApiConfig::default(),
             modules: Modules::default(),
         }
     }

@@ -1,7 +1,8 @@
 //! cloudcore: the cloud daemon. It loads `cloudcore.yaml`, registers the enabled cloud modules
-//! with beehive and serves the monitor endpoints. Built so far: cloudhub (the cloud end of the
-//! link). edgecontroller and the embedded control plane join as they are built; until then
-//! [`start_with`] lets a caller add its own modules (tests use it for a stand-in controller).
+//! with beehive and serves the monitor endpoints. Built so far: the embedded control plane
+//! (apiserver, on when `kubeAPIConfig.kubeConfig` is empty) and cloudhub (the cloud end of the
+//! link). edgecontroller joins next; until then [`start_with`] lets a caller add its own modules
+//! (tests use it for a stand-in controller).
 #![forbid(unsafe_code)]
 
 mod config;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use apiserver::ApiServer;
 use beehive::Module;
 use cloudhub::CloudHub;
 use daemon::Core;
@@ -28,6 +30,8 @@ pub struct CloudCore;
 pub struct Running {
     core: Core,
     hub: Option<cloudhub::Handle>,
+    api: Option<apiserver::Handle>,
+    kubeconfig: Option<std::path::PathBuf>,
 }
 
 /// Starts cloudcore: every enabled module and listener. Returns once all listeners are bound.
@@ -43,6 +47,20 @@ pub async fn start_with(
 ) -> anyhow::Result<Running> {
     let capacity = config.common_config.mailbox_size.get();
     let mut runtime = beehive::Runtime::new().with_default_capacity(capacity);
+    let mut api = None;
+    let kubeconfig = match config.kube_api_config.kube_config.as_os_str().is_empty() {
+        false => Some(config.kube_api_config.kube_config.clone()),
+        true if config.modules.api_server.enable => {
+            let (module, handle) = ApiServer::bind(config.modules.api_server.clone())
+                .await
+                .context("starting modules.apiServer (the embedded control plane)")?;
+            runtime.register(module);
+            let path = handle.kubeconfig().to_path_buf();
+            api = Some(handle);
+            Some(path)
+        }
+        true => None,
+    };
     let mut hub = None;
     if config.modules.cloud_hub.enable {
         let (module, handle) = CloudHub::bind(config.modules.cloud_hub.clone(), shutdown.clone())
@@ -66,7 +84,12 @@ pub async fn start_with(
         shutdown,
     )
     .await?;
-    Ok(Running { core, hub })
+    Ok(Running {
+        core,
+        hub,
+        api,
+        kubeconfig,
+    })
 }
 
 // === impl Running ===
@@ -75,6 +98,17 @@ impl Running {
     /// The bound monitor address, if the monitor server is enabled.
     pub fn monitor_addr(&self) -> Option<SocketAddr> {
         self.core.monitor_addr()
+    }
+
+    /// The embedded control plane's handle, if it runs.
+    pub fn api(&self) -> Option<&apiserver::Handle> {
+        self.api.as_ref()
+    }
+
+    /// The kubeconfig cloudcore's Kubernetes clients use: `kubeAPIConfig.kubeConfig`, or the
+    /// embedded control plane's admin kubeconfig.
+    pub fn kubeconfig(&self) -> Option<&std::path::Path> {
+        self.kubeconfig.as_deref()
     }
 
     /// cloudhub's handle (bound addresses, CA, counters), if enabled.

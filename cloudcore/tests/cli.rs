@@ -16,6 +16,8 @@ async fn starts_from_the_example_config_and_stops_on_sigterm() {
 fn test_config() -> String {
     CONF.replace("127.0.0.1:9091", "127.0.0.1:0")
         .replace("/etc/kubeedge", "{tmp}/etc")
+        .replace("/var/lib/kubeedge", "{tmp}/var")
+        .replace("127.0.0.1:6443", "127.0.0.1:0")
         .replace("0.0.0.0", "127.0.0.1")
         .replace("port: 10000", "port: 0")
         .replace("port: 10001", "port: 0")

@@ -111,6 +111,15 @@ pub async fn cloud(pki: &Pki, desired: Arc<Desired>, ports: Ports) -> Cloud {
     hub.quic.port = ports.quic;
     hub.keepalive_interval = Duration::from_secs(2);
     hub.keepalive_timeout = Duration::from_secs(6);
+    let api = &mut config.modules.api_server;
+    api.bind_address = ([127, 0, 0, 1], 0).into();
+    api.data_source = pki.path("apiserver/apiserver.db");
+    api.tls_ca_file = pki.path("apiserver/ca.crt");
+    api.tls_ca_key_file = pki.path("apiserver/ca.key");
+    api.tls_cert_file = pki.path("apiserver/server.crt");
+    api.tls_private_key_file = pki.path("apiserver/server.key");
+    api.token_file = pki.path("apiserver/admin.token");
+    api.admin_kubeconfig = pki.path("admin.kubeconfig");
     // A cloud restarted in the same process may find its old QUIC socket still draining for a
     // moment (a restarted process would not): retry the bind for a bounded time.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);

@@ -17,7 +17,7 @@ use rcgen::{
 use rustls::pki_types::CertificateDer;
 
 pub use error::PkiError;
-pub use tls::{client_config, server_config};
+pub use tls::{client_config, server_config, server_config_optional_client};
 
 /// CN prefix of node certificates.
 pub const NODE_CN_PREFIX: &str = "system:node:";
@@ -185,6 +185,15 @@ pub fn node_name(cert: &CertificateDer<'_>) -> Option<String> {
     let cn = subject.iter_common_name().next()?.as_str().ok()?;
     let node = cn.strip_prefix(NODE_CN_PREFIX)?;
     (in_group && !node.is_empty()).then(|| node.to_string())
+}
+
+/// The common name and organizations of a certificate's subject.
+pub fn subject(cert: &CertificateDer<'_>) -> Option<(String, Vec<String>)> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let subject = parsed.subject();
+    let cn = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let orgs = subject.iter_organization().filter_map(|o| o.as_str().ok().map(str::to_string)).collect();
+    Some((cn, orgs))
 }
 
 /// The first certificate in a PEM text.

@@ -33,6 +33,25 @@ pub fn server_config(
     Ok(config)
 }
 
+/// A server config that asks for a client certificate signed by `client_ca_pem` but also
+/// accepts clients without one (they authenticate another way, e.g. a bearer token).
+pub fn server_config_optional_client(
+    client_ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+    alpn: &[&[u8]],
+) -> Result<ServerConfig, PkiError> {
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots(client_ca_pem)?), provider())
+        .allow_unauthenticated()
+        .build()?;
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs(cert_pem)?, key(key_pem)?)?;
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(config)
+}
+
 /// A client config trusting `ca_pem` and presenting `cert_pem`/`key_pem` when both are given.
 pub fn client_config(
     ca_pem: &str,

@@ -132,10 +132,17 @@ async fn throughput(
     let producer = tokio::spawn(async move {
         for i in 0..messages {
             let msg = beehive::Message::new()
-                .route("edgecontroller", "resource", format!("node/{node}/default/pods/p{i}"), beehive::Operation::Update)
+                .route(
+                    "edgecontroller",
+                    "resource",
+                    format!("node/{node}/default/pods/p{i}"),
+                    beehive::Operation::Update,
+                )
                 .with_resource_version((i + 1).to_string())
                 .with_content(body.clone());
-            ctx.send(cloudhub::NAME, msg).await.expect("cloudhub takes messages");
+            ctx.send(cloudhub::NAME, msg)
+                .await
+                .expect("cloudhub takes messages");
         }
     });
     let hub = cloud.hub().clone();

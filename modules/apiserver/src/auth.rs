@@ -1,0 +1,206 @@
+//! Who a request is (bearer token or client certificate) and what a node may write.
+
+use std::sync::Arc;
+
+use apimachinery::ApiError;
+use apimachinery::patch::PatchType;
+use bytes::Bytes;
+use kapi::{Backend, DeleteOptions, User, WriteRequest};
+use serde_json::Value;
+
+/// The group of cluster administrators.
+pub const MASTERS: &str = "system:masters";
+/// The group of node identities.
+pub const NODES: &str = "system:nodes";
+
+/// Maps credentials to users.
+pub struct Authenticator {
+    admin_token: String,
+}
+
+/// Wraps the local backend: administrators write anything; a node writes only what a node may
+/// (its Node and its status, its Lease, the status of pods bound to it, deleting those pods,
+/// events); anyone else is refused.
+pub struct NodeRestriction {
+    pub inner: Arc<dyn Backend>,
+    pub store: objstore::Store,
+}
+
+// === impl Authenticator ===
+
+impl Authenticator {
+    pub fn new(admin_token: String) -> Self {
+        Authenticator { admin_token }
+    }
+
+    /// The user of a request: its bearer token, else its client certificate's identity.
+    pub fn user(
+        &self,
+        authorization: Option<&str>,
+        cert_user: Option<&User>,
+    ) -> Result<User, ApiError> {
+        if let Some(token) = authorization.and_then(|h| h.strip_prefix("Bearer ")) {
+            return match constant_time_eq(token.trim().as_bytes(), self.admin_token.as_bytes()) {
+                true => Ok(User {
+                    name: "admin".into(),
+                    groups: vec![MASTERS.into()],
+                }),
+                false => Err(ApiError::unauthorized()),
+            };
+        }
+        cert_user.cloned().ok_or_else(ApiError::unauthorized)
+    }
+}
+
+/// The user a client certificate names: CN is the user, each O a group.
+pub fn user_from_cert(cert: &rustls::pki_types::CertificateDer<'_>) -> Option<User> {
+    if let Some(node) = pki::node_name(cert) {
+        return Some(User {
+            name: format!("{}{node}", pki::NODE_CN_PREFIX),
+            groups: vec![NODES.into()],
+        });
+    }
+    pki::subject(cert).map(|(cn, groups)| User { name: cn, groups })
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+// === impl NodeRestriction ===
+
+impl NodeRestriction {
+    async fn check(&self, req: &WriteRequest<'_>, verb: &str) -> Result<(), ApiError> {
+        let user = req.user;
+        if user.groups.iter().any(|g| g == MASTERS) {
+            return Ok(());
+        }
+        let refuse = |why: &str| {
+            Err(ApiError::forbidden(
+                &req.info.group,
+                &req.info.plural,
+                req.name,
+                &format!(
+                    "User \"{}\" cannot {verb} resource \"{}\": {why}",
+                    user.name,
+                    resource_name(req)
+                ),
+            ))
+        };
+        let Some(node) = node_of(user) else {
+            return refuse("only administrators and nodes may write");
+        };
+        let group = req.info.group.as_str();
+        match (group, req.info.plural.as_str(), req.subresource) {
+            ("", "events", _) | ("events.k8s.io", "events", _) => Ok(()),
+            ("", "nodes", _) if verb != "delete" => {
+                match req.name == node || (verb == "create" && req.name.is_empty()) {
+                    true => Ok(()),
+                    false => refuse(&format!(
+                        "node \"{node}\" can only modify its own Node object"
+                    )),
+                }
+            }
+            ("coordination.k8s.io", "leases", None)
+                if req.namespace == "kube-node-lease" && verb != "delete" =>
+            {
+                match req.name == node || (verb == "create" && req.name.is_empty()) {
+                    true => Ok(()),
+                    false => refuse(&format!("node \"{node}\" can only renew its own Lease")),
+                }
+            }
+            ("", "pods", Some("status")) if verb == "update" || verb == "patch" => {
+                self.bound_to(req, node).await
+            }
+            ("", "pods", None) if verb == "delete" => self.bound_to(req, node).await,
+            ("", "pods", _) => {
+                refuse("a node may only change the status of pods bound to it, or delete them")
+            }
+            _ => refuse(&format!("node \"{node}\" may not {verb} this resource")),
+        }
+    }
+
+    /// Allows the request if the pod it names is bound to `node`.
+    async fn bound_to(&self, req: &WriteRequest<'_>, node: &str) -> Result<(), ApiError> {
+        match self.pod_node(req).await? {
+            Some(bound) if bound == node => Ok(()),
+            _ => Err(ApiError::forbidden(
+                &req.info.group,
+                &req.info.plural,
+                req.name,
+                &format!(
+                    "User \"{}\" cannot modify pod \"{}\": it is not bound to node \"{node}\"",
+                    req.user.name, req.name
+                ),
+            )),
+        }
+    }
+
+    /// The node the requested pod is bound to.
+    async fn pod_node(&self, req: &WriteRequest<'_>) -> Result<Option<String>, ApiError> {
+        let key = objstore::ObjKey::new(req.info.store_resource(), req.namespace, req.name);
+        let found = self
+            .store
+            .get(&key)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let Some(found) = found else {
+            return Err(ApiError::not_found(
+                &req.info.group,
+                &req.info.plural,
+                req.name,
+            ));
+        };
+        let pod: Value =
+            serde_json::from_slice(&found.value).map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(pod["spec"]["nodeName"].as_str().map(str::to_string))
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for NodeRestriction {
+    async fn create(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
+        let named = WriteRequest {
+            name: obj["metadata"]["name"].as_str().unwrap_or(""),
+            ..req.clone()
+        };
+        self.check(&named, "create").await?;
+        self.inner.create(req, obj).await
+    }
+
+    async fn update(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
+        self.check(req, "update").await?;
+        self.inner.update(req, obj).await
+    }
+
+    async fn patch(
+        &self,
+        req: &WriteRequest<'_>,
+        kind: PatchType,
+        patch: Bytes,
+    ) -> Result<Value, ApiError> {
+        self.check(req, "patch").await?;
+        self.inner.patch(req, kind, patch).await
+    }
+
+    async fn delete(
+        &self,
+        req: &WriteRequest<'_>,
+        opts: DeleteOptions,
+    ) -> Result<(u16, Value), ApiError> {
+        self.check(req, "delete").await?;
+        self.inner.delete(req, opts).await
+    }
+}
+
+fn node_of(user: &User) -> Option<&str> {
+    let name = user.name.strip_prefix(pki::NODE_CN_PREFIX)?;
+    user.groups.iter().any(|g| g == NODES).then_some(name)
+}
+
+fn resource_name(req: &WriteRequest<'_>) -> String {
+    match req.subresource {
+        Some(sub) => format!("{}/{sub}", req.info.plural),
+        None => req.info.plural.clone(),
+    }
+}

@@ -1,0 +1,301 @@
+//! apiserver: the embedded Kubernetes-compatible control plane, on when cloudcore is given no
+//! kubeconfig. It serves the kapi REST layer over its own SQLite store on HTTPS (default
+//! `127.0.0.1:6443`) with its own CA, authenticates by bearer token (the admin kubeconfig it
+//! writes) or client certificate, and lets a node identity (`system:node:<name>`) write only
+//! what a node may. The rest of cloudcore reaches it like any cluster: through the `kube` crate
+//! and that kubeconfig.
+#![forbid(unsafe_code)]
+
+mod auth;
+mod config;
+mod error;
+pub mod kubeconfig;
+mod serve;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use beehive::{Context, Mailbox, Module, ModuleError};
+use kapi::local::LocalBackend;
+use kapi::{Api, Registry};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use auth::{MASTERS, NODES};
+pub use config::Config;
+pub use error::ApiServerError;
+
+/// Module name.
+pub const NAME: &str = "apiserver";
+
+/// Namespaces that always exist.
+pub const SYSTEM_NAMESPACES: &[&str] = &[
+    "default",
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "kubeedge",
+];
+
+/// The control plane as a beehive module: bound by [`ApiServer::bind`], serving once run.
+pub struct ApiServer {
+    config: Config,
+    serving: Mutex<Option<Serving>>,
+}
+
+struct Serving {
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: axum::Router,
+    auth: Arc<auth::Authenticator>,
+}
+
+/// What the daemon and tests need to reach the control plane.
+#[derive(Clone)]
+pub struct Handle {
+    addr: SocketAddr,
+    kubeconfig: PathBuf,
+    ca: Arc<pki::Ca>,
+    token: String,
+    store: objstore::Store,
+}
+
+// === impl ApiServer ===
+
+impl ApiServer {
+    /// Prepares certificates, the store and the routes, binds the listener and writes the admin
+    /// kubeconfig.
+    pub async fn bind(config: Config) -> Result<(ApiServer, Handle), ApiServerError> {
+        let ca = pki::Ca::load_or_generate(
+            &config.tls_ca_file,
+            &config.tls_ca_key_file,
+            "kubeedge-apiserver",
+        )?;
+        let server = serving_cert(&config, &ca)?;
+        let token = admin_token(&config.token_file)?;
+        let store = open_store(&config)?;
+        let api = build_api(store.clone()).await?;
+        let client_ca = match &config.client_ca_file {
+            Some(path) => pki::read_pem(path)?,
+            None => ca.cert_pem().to_string(),
+        };
+        let alpn: &[&[u8]] = &[b"h2", b"http/1.1"];
+        let tls = pki::server_config_optional_client(
+            &client_ca,
+            &server.cert_pem,
+            &server.key_pem,
+            alpn,
+        )?;
+        let listener = TcpListener::bind(config.bind_address)
+            .await
+            .map_err(|source| ApiServerError::Bind {
+                addr: config.bind_address,
+                source,
+            })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ApiServerError::Bind {
+                addr: config.bind_address,
+                source,
+            })?;
+        let text = kubeconfig::render(kubeconfig::dial_address(addr), ca.cert_pem(), &token);
+        kubeconfig::write(&config.admin_kubeconfig, &text).map_err(|source| {
+            ApiServerError::Io {
+                op: "writing the admin kubeconfig",
+                path: config.admin_kubeconfig.clone(),
+                source,
+            }
+        })?;
+        tracing::info!(bound = %addr, kubeconfig = %config.admin_kubeconfig.display(), "embedded control plane listening (https)");
+        let serving = Serving {
+            listener,
+            tls: Arc::new(tls),
+            app: kapi::router(api),
+            auth: Arc::new(auth::Authenticator::new(token.clone())),
+        };
+        let handle = Handle {
+            addr,
+            kubeconfig: config.admin_kubeconfig.clone(),
+            ca: Arc::new(ca),
+            token,
+            store,
+        };
+        Ok((
+            ApiServer {
+                config,
+                serving: Mutex::new(Some(serving)),
+            },
+            handle,
+        ))
+    }
+}
+
+#[beehive::async_trait]
+impl Module for ApiServer {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn group(&self) -> &str {
+        NAME
+    }
+
+    fn enabled(&self) -> bool {
+        self.config.enable
+    }
+
+    async fn run(
+        &self,
+        _ctx: Context,
+        _mailbox: &mut Mailbox,
+        shutdown: CancellationToken,
+    ) -> Result<(), ModuleError> {
+        let Some(s) = self.serving.lock().expect("serving lock poisoned").take() else {
+            return Err("the apiserver listener was already used by an earlier run".into());
+        };
+        let tasks = TaskTracker::new();
+        serve::serve(s.listener, s.tls, s.app, s.auth, shutdown, tasks.clone()).await;
+        tasks.close();
+        if tokio::time::timeout(Duration::from_secs(5), tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some apiserver connections were still open at shutdown");
+        }
+        Ok(())
+    }
+}
+
+// === impl Handle ===
+
+impl Handle {
+    /// Where the control plane listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The admin kubeconfig written at start.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The CA clients must trust.
+    pub fn ca_pem(&self) -> &str {
+        self.ca.cert_pem()
+    }
+
+    /// The admin bearer token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// A client certificate for `node` (CN `system:node:<node>`, O `system:nodes`), signed by
+    /// the API server's CA.
+    pub fn issue_node_cert(&self, node: &str) -> Result<pki::CertifiedKey, pki::PkiError> {
+        self.ca.issue_node(node, Duration::from_secs(365 * 86400))
+    }
+
+    /// The control plane's store (tests and benchmarks read it directly).
+    pub fn store(&self) -> &objstore::Store {
+        &self.store
+    }
+}
+
+async fn build_api(store: objstore::Store) -> Result<Api, ApiServerError> {
+    let registry = Registry::new(apimachinery::catalog::builtins());
+    let local = LocalBackend::new(store.clone(), registry.clone());
+    kapi::local::register_existing_crds(&store, &registry)
+        .await
+        .map_err(|e| ApiServerError::Bootstrap(e.to_string()))?;
+    local
+        .ensure_namespaces(SYSTEM_NAMESPACES)
+        .await
+        .map_err(|e| ApiServerError::Bootstrap(e.to_string()))?;
+    let backend = Arc::new(auth::NodeRestriction {
+        inner: local,
+        store: store.clone(),
+    });
+    Ok(Api {
+        registry,
+        store,
+        backend,
+        version: version(),
+        default_user: None,
+    })
+}
+
+fn version() -> serde_json::Value {
+    serde_json::json!({
+        "major": "1",
+        "minor": "32",
+        "gitVersion": "v1.32.0-kubeedge-rs",
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH }),
+    })
+}
+
+fn serving_cert(config: &Config, ca: &pki::Ca) -> Result<pki::CertifiedKey, ApiServerError> {
+    let (cert, key) = (&config.tls_cert_file, &config.tls_private_key_file);
+    if cert.exists() || key.exists() {
+        return Ok(pki::CertifiedKey {
+            cert_pem: pki::read_pem(cert)?,
+            key_pem: pki::read_pem(key)?,
+        });
+    }
+    let mut hosts: Vec<String> = [
+        "localhost",
+        "127.0.0.1",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    if !config.bind_address.ip().is_unspecified() {
+        hosts.push(config.bind_address.ip().to_string());
+    }
+    hosts.extend(config.extra_sans.iter().cloned());
+    hosts.dedup();
+    let made = ca.issue_server(&hosts, Duration::from_secs(10 * 365 * 86400))?;
+    pki::write_pem(cert, &made.cert_pem)?;
+    pki::write_pem(key, &made.key_pem)?;
+    Ok(made)
+}
+
+fn admin_token(path: &Path) -> Result<String, ApiServerError> {
+    if let Ok(token) = std::fs::read_to_string(path) {
+        return Ok(token.trim().to_string());
+    }
+    use rand::distr::{Alphanumeric, SampleString};
+    let token = Alphanumeric.sample_string(&mut rand::rng(), 40);
+    kubeconfig::write(path, &token).map_err(|source| ApiServerError::Io {
+        op: "writing the admin token",
+        path: path.into(),
+        source,
+    })?;
+    Ok(token)
+}
+
+fn open_store(config: &Config) -> Result<objstore::Store, ApiServerError> {
+    let path = &config.data_source;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| ApiServerError::Io {
+            op: "creating",
+            path: dir.into(),
+            source,
+        })?;
+    }
+    let store_config = objstore::StoreConfig {
+        retention: config.change_log_retention,
+        ..Default::default()
+    };
+    Ok(objstore::Store::open(path, store_config)?)
+}
