@@ -1,0 +1,366 @@
+//! CustomResourceDefinitions, with the apiextensions controllers' part done here: a stored
+//! CRD is validated and accepted at once (`NamesAccepted`, `Established`), its resources are
+//! served from the [`Registry`] after each committed write, and a deleted CRD first loses its
+//! custom objects (a cleanup task, held by the `customresourcecleanup` finalizer as in kube),
+//! then its resources.
+
+use std::time::Duration;
+
+use apimachinery::catalog::from_crd;
+use apimachinery::time::now_rfc3339;
+use apimachinery::{ApiError, ResourceInfo};
+use objstore::{ListOptions, Mutation, ObjKey, Store, StoreError, StoredObject};
+use serde_json::{Map, Value, json};
+
+use super::update::{self, Part};
+use super::{Core, delete, meta};
+use crate::Registry;
+
+pub(super) const GROUP: &str = "apiextensions.k8s.io";
+const KIND: &str = "CustomResourceDefinition";
+/// Where CRDs are stored (`plural.group` of the CRD resource itself).
+const STORE_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
+/// Holds a deleted CRD until its custom objects are gone.
+const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+/// How often a deleted CRD's cleanup re-checks objects that wait for their finalizers.
+const CLEANUP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Registers the resources of every stored CRD; returns how many CRDs were registered.
+/// Call at start, before serving. CRDs that no longer parse are skipped with a warning.
+pub async fn register_existing_crds(
+    store: &Store,
+    registry: &Registry,
+) -> Result<usize, StoreError> {
+    let listed = store.list(ListOptions::new(STORE_RESOURCE)).await?;
+    let mut registered = 0;
+    for item in listed.items {
+        let obj = match serde_json::from_slice::<Value>(&item.value) {
+            Ok(obj) => obj,
+            Err(e) => {
+                tracing::warn!(resource = %item.key, error = %e, "stored CRD is not JSON");
+                continue;
+            }
+        };
+        match register(registry, &obj) {
+            Ok(()) => registered += 1,
+            Err(e) => tracing::warn!(resource = %item.key, error = %e, "stored CRD not served"),
+        }
+    }
+    Ok(registered)
+}
+
+/// The key of the CRD a custom resource comes from.
+pub(super) fn parent_key(info: &ResourceInfo) -> Option<ObjKey> {
+    info.custom
+        .then(|| key(&format!("{}.{}", info.plural, info.group)))
+}
+
+/// Refuses a custom object whose CRD is gone (404) or terminating (405).
+pub(super) fn check_create_of(crd: Option<&StoredObject>) -> Result<(), ApiError> {
+    let Some(crd) = crd else {
+        let message = "the server could not find the requested resource";
+        return Err(ApiError::new(404, "NotFound", message));
+    };
+    if meta::deleting(&super::parse(crd)?) {
+        let message = "create not allowed while custom resource definition is terminating";
+        return Err(ApiError::new(405, "MethodNotAllowed", message));
+    }
+    Ok(())
+}
+
+/// Validates a CRD about to be stored (422) and sets its status; `previous` is the stored
+/// CRD of an update.
+pub(super) fn prepare(
+    registry: &Registry,
+    obj: &mut Value,
+    previous: Option<&Value>,
+) -> Result<(), ApiError> {
+    let name = meta::name(obj).to_owned();
+    let invalid =
+        |field: &str, why: String| ApiError::invalid(GROUP, KIND, &name, &[(field, &why)]);
+    let resources = from_crd(obj).map_err(|e| invalid("spec", e.0))?;
+    let group = obj
+        .pointer("/spec/group")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let plural = obj
+        .pointer("/spec/names/plural")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if name != format!("{plural}.{group}") {
+        let why = format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group");
+        return Err(invalid("metadata.name", why));
+    }
+    let shadows =
+        |r: &std::sync::Arc<ResourceInfo>| !r.custom && r.group == group && r.plural == plural;
+    if registry.all().iter().any(shadows) {
+        let why = format!("Invalid value: \"{plural}\": {group}/{plural} is a built-in resource");
+        return Err(invalid("spec.names.plural", why));
+    }
+    if previous.is_none() {
+        add_finalizer(obj);
+    }
+    let status = status(obj, previous, &resources);
+    meta::set_top(obj, "status", Some(status));
+    Ok(())
+}
+
+/// Marks a CRD being deleted (`Terminating` condition).
+pub(super) fn mark_terminating(obj: &mut Value) {
+    let terminating = condition(
+        "Terminating",
+        "InstanceDeletionInProgress",
+        "CustomResource deletion is in progress",
+        None,
+    );
+    let map = meta::object_mut(obj);
+    let status = meta::object_mut(map.entry("status").or_insert_with(|| json!({})));
+    let conditions = status.entry("conditions").or_insert_with(|| json!([]));
+    if let Some(list) = conditions.as_array_mut() {
+        list.retain(|c| c.get("type").and_then(Value::as_str) != Some("Terminating"));
+        list.push(terminating);
+    }
+}
+
+/// Brings the registry in line with the stored CRD `name` (after a committed write).
+pub(super) async fn sync(core: &Core, name: &str) {
+    match core.get(&key(name)).await {
+        Ok(Some(obj)) => {
+            if let Err(e) = register(&core.registry, &obj) {
+                tracing::warn!(crd = %name, error = %e, "CRD not served");
+            }
+        }
+        Ok(None) => unregister(&core.registry, name),
+        Err(e) => tracing::warn!(crd = %name, error = %e, "reading CRD"),
+    }
+}
+
+/// Starts deleting the custom objects of CRD `name` (with uid `uid`) unless that already runs.
+pub(super) fn spawn_cleanup(core: &Core, name: &str, uid: &str) {
+    let Some(claim) = core.claim_cleanup(key(name)) else {
+        return;
+    };
+    let (core, name, uid) = (core.clone(), name.to_owned(), uid.to_owned());
+    tokio::spawn(async move {
+        let _claim = claim;
+        tokio::select! {
+            biased;
+            () = core.shutdown.cancelled() => {}
+            () = cleanup(&core, &name, &uid) => {}
+        }
+    });
+}
+
+/// Restarts the cleanup of CRDs left terminating by a previous run.
+pub(super) async fn resume(core: &Core) -> Result<(), ApiError> {
+    for stored in core.list(STORE_RESOURCE, None).await? {
+        let obj = super::parse(&stored)?;
+        if meta::deleting(&obj) {
+            spawn_cleanup(core, meta::name(&obj), meta::uid(&obj));
+        }
+    }
+    Ok(())
+}
+
+fn key(name: &str) -> ObjKey {
+    ObjKey::new(STORE_RESOURCE, "", name)
+}
+
+/// Serves the resources `obj` defines, dropping versions it no longer serves.
+fn register(registry: &Registry, obj: &Value) -> Result<(), apimachinery::catalog::CrdError> {
+    let resources = from_crd(obj)?;
+    let Some(first) = resources.first() else {
+        unregister(registry, meta::name(obj));
+        return Ok(());
+    };
+    let (group, plural) = (first.group.clone(), first.plural.clone());
+    let stale = registry.all().iter().any(|r| {
+        r.custom
+            && r.group == group
+            && r.plural == plural
+            && !resources.iter().any(|n| n.version == r.version)
+    });
+    if stale {
+        registry.remove(&group, &plural);
+    }
+    registry.upsert(resources);
+    Ok(())
+}
+
+/// Stops serving the resources of CRD `name` (`plural.group`).
+fn unregister(registry: &Registry, name: &str) {
+    if let Some((plural, group)) = name.split_once('.') {
+        registry.remove(group, plural);
+    }
+}
+
+/// Deletes the CRD's objects until none is left, then stops serving them and lets the CRD go.
+async fn cleanup(core: &Core, name: &str, uid: &str) {
+    loop {
+        match core.get(&key(name)).await {
+            Ok(Some(crd)) if meta::uid(&crd) != uid => return,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(crd = %name, error = %e, "reading CRD"),
+        }
+        // Custom objects are stored under `plural.group`, the CRD's name.
+        let left = match core.registry.by_store_resource(name) {
+            Some(info) => delete::delete_all(core, info, None).await,
+            None => Ok(0),
+        };
+        match left {
+            Ok(0) => break,
+            Ok(left) => tracing::debug!(crd = %name, left, "custom objects remain"),
+            Err(e) => tracing::warn!(crd = %name, error = %e, "deleting custom objects"),
+        }
+        tokio::time::sleep(CLEANUP_INTERVAL).await;
+    }
+    unregister(&core.registry, name);
+    if let Err(e) = remove_finalizer(core, name, uid).await {
+        tracing::warn!(crd = %name, error = %e, "finalizing CRD");
+    }
+}
+
+/// Removes the cleanup finalizer; the CRD goes unless other finalizers hold it.
+async fn remove_finalizer(core: &Core, name: &str, uid: &str) -> Result<(), ApiError> {
+    let info = core
+        .registry
+        .get(GROUP, "v1", "customresourcedefinitions")
+        .ok_or_else(|| ApiError::internal("customresourcedefinitions are not served"))?;
+    let target = core.target_for(info, "", name);
+    let uid = uid.to_owned();
+    core.mutate(vec![], target.key(), move |current, revision, _| {
+        let Some(current) = current else {
+            return Ok((Mutation::Keep, ()));
+        };
+        let current = super::parse(current)?;
+        if meta::uid(&current) != uid {
+            return Ok((Mutation::Keep, ()));
+        }
+        let mut next = current.clone();
+        let kept: Vec<Value> = meta::finalizers(&current)
+            .into_iter()
+            .filter(|f| *f != CLEANUP_FINALIZER)
+            .map(|f| Value::String(f.to_owned()))
+            .collect();
+        let kept = if kept.is_empty() {
+            Value::Null
+        } else {
+            Value::Array(kept)
+        };
+        meta::set(&mut next, "finalizers", kept);
+        let (mutation, _) = update::commit(&target, Part::Main, &current, next, revision)?;
+        Ok((mutation, ()))
+    })
+    .await?;
+    Ok(())
+}
+
+fn add_finalizer(obj: &mut Value) {
+    let meta = meta::metadata_mut(obj);
+    let list = meta.entry("finalizers").or_insert_with(|| json!([]));
+    if !list.is_array() {
+        *list = json!([]);
+    }
+    if let Some(list) = list.as_array_mut()
+        && !list.iter().any(|f| f == CLEANUP_FINALIZER)
+    {
+        list.push(json!(CLEANUP_FINALIZER));
+    }
+}
+
+/// The status the apiextensions controllers would write: names accepted as asked (there is
+/// no other CRD to conflict with that the registry would not already refuse), established,
+/// and every version ever used for storage.
+fn status(obj: &Value, previous: Option<&Value>, resources: &[ResourceInfo]) -> Value {
+    let mut accepted = obj
+        .pointer("/spec/names")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let kind = accepted
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    accepted
+        .entry("singular")
+        .or_insert_with(|| Value::String(kind.to_lowercase()));
+    accepted
+        .entry("listKind")
+        .or_insert_with(|| Value::String(format!("{kind}List")));
+    let before = |t: &str| {
+        previous?
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .find(|c| c.get("type").and_then(Value::as_str) == Some(t))
+            .cloned()
+    };
+    let since = |t: &str| {
+        before(t)
+            .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+            .and_then(|c| c.get("lastTransitionTime").cloned())
+    };
+    let mut conditions = vec![
+        condition(
+            "NamesAccepted",
+            "NoConflicts",
+            "no conflicts found",
+            since("NamesAccepted"),
+        ),
+        condition(
+            "Established",
+            "InitialNamesAccepted",
+            "the initial names have been accepted",
+            since("Established"),
+        ),
+    ];
+    conditions.extend(before("Terminating"));
+    json!({
+        "acceptedNames": Value::Object(accepted),
+        "conditions": conditions,
+        "storedVersions": stored_versions(obj, previous, resources),
+    })
+}
+
+/// The previous `storedVersions` plus the current storage version.
+fn stored_versions(
+    obj: &Value,
+    previous: Option<&Value>,
+    resources: &[ResourceInfo],
+) -> Vec<Value> {
+    let mut versions: Vec<Value> = previous
+        .and_then(|p| p.pointer("/status/storedVersions"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let storage = obj
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .and_then(|vs| {
+            vs.iter()
+                .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        })
+        .and_then(|v| v.get("name"))
+        .and_then(Value::as_str)
+        .or_else(|| resources.first().map(|r| r.version.as_str()));
+    if let Some(storage) = storage
+        && !versions.iter().any(|v| v == storage)
+    {
+        versions.push(Value::String(storage.to_owned()));
+    }
+    versions
+}
+
+fn condition(type_: &str, reason: &str, message: &str, since: Option<Value>) -> Value {
+    let mut c = Map::new();
+    c.insert("type".into(), json!(type_));
+    c.insert("status".into(), json!("True"));
+    c.insert(
+        "lastTransitionTime".into(),
+        since.unwrap_or_else(|| Value::String(now_rfc3339())),
+    );
+    c.insert("reason".into(), json!(reason));
+    c.insert("message".into(), json!(message));
+    Value::Object(c)
+}

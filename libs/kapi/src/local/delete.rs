@@ -1,0 +1,197 @@
+//! DELETE: preconditions, then either the object goes now or it is marked
+//! (`deletionTimestamp`) and kept: while finalizers remain, while a scheduled pod's grace
+//! period runs, and always for namespaces (their cleanup finishes the deletion).
+//!
+//! `propagationPolicy` is checked but has no effect: there is no garbage collector, so
+//! dependents are never deleted with their owner (as with `Orphan`); `Foreground` behaves like
+//! `Background` instead of leaving the owner waiting for a collector that never comes.
+
+use std::sync::Arc;
+
+use apimachinery::{ApiError, ResourceInfo};
+use objstore::Mutation;
+use serde_json::{Value, json};
+
+use super::{Core, Special, Target, crd, meta, namespace, pods};
+use crate::DeleteOptions;
+
+const POLICIES: [&str; 3] = ["Foreground", "Background", "Orphan"];
+
+/// What a delete did.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Outcome {
+    /// The object is gone; its last state.
+    Removed(Value),
+    /// The object is marked for deletion and kept; its new state.
+    Marked(Value),
+}
+
+/// Deletes the object (or marks it); returns its last or new state.
+pub(super) async fn delete(
+    core: &Core,
+    target: Target,
+    opts: DeleteOptions,
+) -> Result<Value, ApiError> {
+    check_options(&opts)?;
+    if target.special() == Special::Namespace {
+        namespace::check_deletable(&target.name)?;
+    }
+    match delete_object(core, target, opts).await? {
+        Outcome::Removed(obj) | Outcome::Marked(obj) => Ok(obj),
+    }
+}
+
+/// The delete of one object, also used by the namespace and CRD cleanups.
+pub(super) async fn delete_object(
+    core: &Core,
+    target: Target,
+    opts: DeleteOptions,
+) -> Result<Outcome, ApiError> {
+    let t = target.clone();
+    let applied = core
+        .mutate(vec![], target.key(), move |current, revision, _| {
+            let current = super::parse(current.ok_or_else(|| t.not_found())?)?;
+            check_preconditions(&t, &current, &opts)?;
+            step(&t, &opts, current, revision)
+        })
+        .await?;
+    if !target.dry_run {
+        after_delete(core, &target, &applied.output);
+    }
+    Ok(applied.output)
+}
+
+/// Deletes every object of `info` (in `namespace`, when given) with default options; returns
+/// how many are still there (marked and waiting, or failing).
+pub(super) async fn delete_all(
+    core: &Core,
+    info: Arc<ResourceInfo>,
+    namespace: Option<&str>,
+) -> Result<usize, ApiError> {
+    let mut left = 0;
+    for item in core.list(&info.store_resource(), namespace).await? {
+        let target = core.target_for(info.clone(), &item.key.namespace, &item.key.name);
+        match delete_object(core, target, DeleteOptions::default()).await {
+            Ok(Outcome::Removed(_)) => {}
+            Err(e) if e.code == 404 => {}
+            Ok(Outcome::Marked(_)) => left += 1,
+            Err(e) => {
+                tracing::warn!(resource = %item.key, error = %e, "cleanup delete failed");
+                left += 1;
+            }
+        }
+    }
+    Ok(left)
+}
+
+/// 409 when `preconditions.uid` or `preconditions.resourceVersion` do not match.
+pub(super) fn check_preconditions(
+    target: &Target,
+    current: &Value,
+    opts: &DeleteOptions,
+) -> Result<(), ApiError> {
+    let checks = [
+        ("UID", opts.uid.as_deref(), meta::uid(current)),
+        (
+            "ResourceVersion",
+            opts.resource_version.as_deref(),
+            meta::resource_version(current),
+        ),
+    ];
+    for (what, want, have) in checks {
+        if let Some(want) = want
+            && want != have
+        {
+            let why = format!(
+                "Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"
+            );
+            let info = &target.info;
+            return Err(ApiError::conflict(
+                &info.group,
+                &info.plural,
+                &target.name,
+                &why,
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_options(opts: &DeleteOptions) -> Result<(), ApiError> {
+    match opts.propagation_policy.as_deref() {
+        None => Ok(()),
+        Some(p) if POLICIES.contains(&p) => Ok(()),
+        Some(p) => {
+            let why = format!(
+                "Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+            );
+            Err(ApiError::invalid(
+                "",
+                "DeleteOptions",
+                "",
+                &[("propagationPolicy", &why)],
+            ))
+        }
+    }
+}
+
+/// The store step: remove, mark, or leave an already marked object as it is.
+fn step(
+    target: &Target,
+    opts: &DeleteOptions,
+    current: Value,
+    revision: u64,
+) -> Result<(Mutation, Outcome), ApiError> {
+    let grace = match target.special() {
+        Special::Pod => pods::grace_seconds(&current, opts),
+        _ => 0,
+    };
+    let held = target.special() == Special::Namespace || !meta::finalizers(&current).is_empty();
+    if grace == 0 && !held {
+        let mutation = if target.dry_run {
+            Mutation::Keep
+        } else {
+            Mutation::Delete
+        };
+        return Ok((mutation, Outcome::Removed(current)));
+    }
+    let mut next = current.clone();
+    mark(target, &mut next, grace);
+    if next == current {
+        return Ok((Mutation::Keep, Outcome::Marked(current)));
+    }
+    let mutation = target.write(&mut next, revision)?;
+    Ok((mutation, Outcome::Marked(next)))
+}
+
+/// Sets `deletionTimestamp` (now + grace) and `deletionGracePeriodSeconds`; a later delete may
+/// shorten the grace period but never extend it.
+fn mark(target: &Target, obj: &mut Value, grace: i64) {
+    let first = !meta::deleting(obj);
+    if first || meta::deletion_grace(obj).is_none_or(|g| grace < g) {
+        let at = meta::rfc3339(meta::unix_now().saturating_add(grace));
+        meta::set(obj, "deletionTimestamp", Value::String(at));
+        meta::set(obj, "deletionGracePeriodSeconds", json!(grace));
+    }
+    if first && let Some(generation) = meta::generation(obj) {
+        meta::set(obj, "generation", json!(generation + 1));
+    }
+    match target.special() {
+        Special::Namespace => namespace::mark_terminating(obj),
+        Special::Crd => crd::mark_terminating(obj),
+        Special::Pod | Special::None => {}
+    }
+}
+
+/// Work after a committed delete: namespaces and CRDs start their cleanup.
+fn after_delete(core: &Core, target: &Target, outcome: &Outcome) {
+    match (target.special(), outcome) {
+        (Special::Namespace, Outcome::Marked(ns)) => {
+            namespace::spawn_drain(core, meta::name(ns), meta::uid(ns));
+        }
+        (Special::Crd, Outcome::Marked(obj) | Outcome::Removed(obj)) => {
+            crd::spawn_cleanup(core, meta::name(obj), meta::uid(obj));
+        }
+        _ => {}
+    }
+}

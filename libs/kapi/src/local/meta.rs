@@ -1,0 +1,182 @@
+//! Reading and writing the parts of an object's JSON the write path cares about: metadata
+//! fields, finalizers, the deletion marks, and `metav1.Time` values.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+
+/// `obj` as a map, turning anything else into an empty object first (callers check the body
+/// is an object before they get here, so the replacement never happens for client data).
+pub(super) fn object_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = Value::Object(Map::new());
+    }
+    match obj {
+        Value::Object(map) => map,
+        _ => unreachable!("replaced by an object just above"),
+    }
+}
+
+/// `obj.metadata`, created if absent (or not an object).
+pub(super) fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    let meta = object_mut(obj)
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    object_mut(meta)
+}
+
+/// A string field of `metadata`, `""` when absent or not a string.
+pub(super) fn str_of<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+pub(super) fn name(obj: &Value) -> &str {
+    str_of(obj, "name")
+}
+
+pub(super) fn uid(obj: &Value) -> &str {
+    str_of(obj, "uid")
+}
+
+pub(super) fn resource_version(obj: &Value) -> &str {
+    str_of(obj, "resourceVersion")
+}
+
+/// Sets (or, with `Value::Null`, removes) a `metadata` field.
+pub(super) fn set(obj: &mut Value, field: &str, value: Value) {
+    let meta = metadata_mut(obj);
+    if value.is_null() {
+        meta.remove(field);
+    } else {
+        meta.insert(field.to_owned(), value);
+    }
+}
+
+/// Copies a `metadata` field from `from` (removing it when `from` has none).
+pub(super) fn copy(obj: &mut Value, from: &Value, field: &str) {
+    let value = from
+        .get("metadata")
+        .and_then(|m| m.get(field))
+        .cloned()
+        .unwrap_or(Value::Null);
+    set(obj, field, value);
+}
+
+/// Sets (or removes, for `None`) a top-level field such as `status`.
+pub(super) fn set_top(obj: &mut Value, field: &str, value: Option<Value>) {
+    let map = object_mut(obj);
+    match value {
+        Some(v) => map.insert(field.to_owned(), v),
+        None => map.remove(field),
+    };
+}
+
+/// `metadata.finalizers` (non-string entries skipped).
+pub(super) fn finalizers(obj: &Value) -> Vec<&str> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// True once a delete has marked the object (`metadata.deletionTimestamp` set).
+pub(super) fn deleting(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+}
+
+/// `metadata.deletionGracePeriodSeconds`, if set.
+pub(super) fn deletion_grace(obj: &Value) -> Option<i64> {
+    obj.pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+}
+
+pub(super) fn generation(obj: &Value) -> Option<i64> {
+    obj.pointer("/metadata/generation").and_then(Value::as_i64)
+}
+
+/// True when anything but `metadata` (and `status`, when `skip_status`) differs: the changes
+/// that bump `metadata.generation`.
+pub(super) fn spec_changed(old: &Value, new: &Value, skip_status: bool) -> bool {
+    let skipped = |k: &str| k == "metadata" || (skip_status && k == "status");
+    let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
+        return old != new;
+    };
+    let differs = |a: &Map<String, Value>, b: &Map<String, Value>| {
+        a.iter()
+            .any(|(k, v)| !skipped(k) && b.get(k).is_none_or(|w| w != v))
+    };
+    differs(old, new) || differs(new, old)
+}
+
+/// Seconds since the Unix epoch, from the system clock.
+pub(super) fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// A `metav1.Time` (`2006-01-02T15:04:05Z`) for seconds since the Unix epoch.
+pub(super) fn rfc3339(unix: i64) -> String {
+    let days = unix.div_euclid(86_400);
+    let secs = unix.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// Year, month, day of a day count since 1970-01-01 (H. Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn rfc3339_formats_known_instants() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_777_629_600), "2026-05-01T10:00:00Z");
+    }
+
+    #[test]
+    fn spec_changed_ignores_metadata_and_optionally_status() {
+        let a = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": 1}});
+        let b = json!({"metadata": {"name": "b"}, "spec": {"x": 1}, "status": {"y": 2}});
+        assert!(!spec_changed(&a, &b, true));
+        assert!(spec_changed(&a, &b, false));
+        let c = json!({"metadata": {}, "spec": {"x": 2}});
+        assert!(spec_changed(&a, &c, true));
+        let d = json!({"metadata": {}, "spec": {"x": 1}, "data": {}});
+        assert!(spec_changed(&a, &d, true));
+    }
+
+    #[test]
+    fn set_null_removes_the_field() {
+        let mut obj = json!({"metadata": {"uid": "u"}});
+        set(&mut obj, "uid", Value::Null);
+        assert_eq!(obj, json!({"metadata": {}}));
+        set(&mut obj, "uid", json!("v"));
+        assert_eq!(uid(&obj), "v");
+    }
+}
