@@ -293,18 +293,10 @@ impl Target {
         ApiError::not_found(&self.info.group, &self.info.plural, &self.name)
     }
 
-    /// `metadata.generation` is kept for kinds with a spec: everything but the data-only
-    /// kinds (kube-apiserver sets it on a per-kind basis; clients only compare it).
+    /// `metadata.generation` is kept where kube-apiserver keeps it among the served kinds:
+    /// pods, CRDs and custom resources (nodes, services, leases, ... have none).
     fn tracks_generation(&self) -> bool {
-        const DATA_ONLY: [&str; 6] = [
-            "configmaps",
-            "secrets",
-            "events",
-            "endpoints",
-            "serviceaccounts",
-            "endpointslices",
-        ];
-        self.info.custom || !DATA_ONLY.contains(&self.info.plural.as_str())
+        self.info.custom || matches!(self.special(), Special::Pod | Special::Crd)
     }
 
     /// Finishes a write decided in a store closure: the object gets the revision as its

@@ -205,7 +205,7 @@ async fn cleanup(core: &Core, name: &str, uid: &str) {
         // Custom objects are stored under `plural.group`, the CRD's name.
         let left = match core.registry.by_store_resource(name) {
             Some(info) => delete::delete_all(core, info, None).await,
-            None => Ok(0),
+            None => purge(core, name).await,
         };
         match left {
             Ok(0) => break,
@@ -218,6 +218,18 @@ async fn cleanup(core: &Core, name: &str, uid: &str) {
     if let Err(e) = remove_finalizer(core, name, uid).await {
         tracing::warn!(crd = %name, error = %e, "finalizing CRD");
     }
+}
+
+/// Removes the objects of a resource no longer served (its CRD stopped parsing): nothing can
+/// act on their finalizers any more. Returns how many are left (none).
+async fn purge(core: &Core, store_resource: &str) -> Result<usize, ApiError> {
+    for item in core.list(store_resource, None).await? {
+        core.store
+            .delete(&item.key)
+            .await
+            .map_err(super::store_error)?;
+    }
+    Ok(0)
 }
 
 /// Removes the cleanup finalizer; the CRD goes unless other finalizers hold it.

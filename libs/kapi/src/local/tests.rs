@@ -210,7 +210,7 @@ async fn create_sets_uid_timestamp_generation_and_the_revision_as_resource_versi
 }
 
 #[tokio::test]
-async fn data_only_kinds_get_no_generation() {
+async fn only_pods_crds_and_custom_resources_get_a_generation() {
     let fx = fixture().await;
     let cm = fx
         .on("configmaps", "default", "")
@@ -218,6 +218,17 @@ async fn data_only_kinds_get_no_generation() {
         .await
         .unwrap();
     assert!(cm["metadata"].get("generation").is_none());
+    let lease = json!({"metadata": {"name": "n1"}, "spec": {"holderIdentity": "n1"}});
+    let lease = fx.on("leases", "default", "").create(lease).await.unwrap();
+    assert!(lease["metadata"].get("generation").is_none());
+    let mut renewed = lease.clone();
+    renewed["spec"]["renewTime"] = json!("2026-05-01T10:00:00.000000Z");
+    let renewed = fx
+        .on("leases", "default", "n1")
+        .update(renewed)
+        .await
+        .unwrap();
+    assert!(renewed["metadata"].get("generation").is_none());
 }
 
 #[tokio::test]
@@ -844,4 +855,149 @@ async fn binding_assigns_the_node_once() {
     let stored = fx.stored("pods", "default", "web").await.unwrap();
     assert_eq!(stored["spec"]["nodeName"], "n1");
     assert_eq!(call.create(binding).await.unwrap_err().code, 409);
+}
+
+#[tokio::test]
+async fn concurrent_updates_from_the_same_version_have_one_winner() {
+    let fx = Arc::new(fixture().await);
+    let created = fx
+        .on("configmaps", "default", "")
+        .create(configmap("c"))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (fx, mut body) = (fx.clone(), created.clone());
+        body["data"]["a"] = json!(i.to_string());
+        tasks.push(tokio::spawn(async move {
+            fx.on("configmaps", "default", "c").update(body).await
+        }));
+    }
+    let mut won = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(e) => assert_eq!(e.code, 409),
+        }
+    }
+    assert_eq!(won, 1);
+}
+
+#[tokio::test]
+async fn a_terminating_crd_refuses_new_objects_until_its_objects_are_gone() {
+    let fx = fixture().await;
+    fx.on("customresourcedefinitions", "", "")
+        .create(widget_crd())
+        .await
+        .unwrap();
+    let widget = |name: &str| json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name, "finalizers": ["example.com/hold"]}});
+    fx.on("widgets", "default", "")
+        .create(widget("w"))
+        .await
+        .unwrap();
+    let smp = json!({"spec": {"size": 2}});
+    let err = fx
+        .on("widgets", "default", "w")
+        .patch(PatchType::StrategicMerge, smp)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, 415);
+
+    let crd = fx.on("customresourcedefinitions", "", "widgets.example.com");
+    let marked = crd.delete(DeleteOptions::default()).await.unwrap();
+    let conditions = marked["status"]["conditions"].as_array().unwrap();
+    assert!(conditions.iter().any(|c| c["type"] == "Terminating"));
+    eventually("widget marked", || async {
+        fx.stored("widgets", "default", "w")
+            .await
+            .is_some_and(|w| w["metadata"]["deletionTimestamp"].is_string())
+    })
+    .await;
+    let err = fx
+        .on("widgets", "default", "")
+        .create(widget("late"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, 405);
+    assert!(fx.registry.get("example.com", "v1", "widgets").is_some());
+
+    let release = json!({"metadata": {"finalizers": null}});
+    fx.on("widgets", "default", "w")
+        .patch(PatchType::Merge, release)
+        .await
+        .unwrap();
+    eventually("CRD gone", || async {
+        fx.stored("customresourcedefinitions", "", "widgets.example.com")
+            .await
+            .is_none()
+    })
+    .await;
+    assert!(fx.registry.get("example.com", "v1", "widgets").is_none());
+}
+
+#[tokio::test]
+async fn crd_updates_keep_the_status_and_follow_new_versions() {
+    let fx = fixture().await;
+    let created = fx
+        .on("customresourcedefinitions", "", "")
+        .create(widget_crd())
+        .await
+        .unwrap();
+    let mut body = created.clone();
+    body["status"] = json!({});
+    body["spec"]["versions"] = json!([
+        {"name": "v1", "served": true, "storage": false, "schema": {"openAPIV3Schema": {"type": "object"}}},
+        {"name": "v2", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}},
+    ]);
+    let updated = fx
+        .on("customresourcedefinitions", "", "widgets.example.com")
+        .update(body)
+        .await
+        .unwrap();
+    assert_eq!(updated["status"]["storedVersions"], json!(["v1", "v2"]));
+    assert_eq!(updated["metadata"]["generation"], 2);
+    assert!(fx.registry.get("example.com", "v2", "widgets").is_some());
+    assert!(fx.registry.get("example.com", "v1", "widgets").is_some());
+}
+
+#[tokio::test]
+async fn eviction_deletes_the_pod() {
+    let fx = fixture().await;
+    fx.on("pods", "default", "")
+        .create(pod("web", Some("n1")))
+        .await
+        .unwrap();
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web"}, "deleteOptions": {"gracePeriodSeconds": 0}});
+    let status = fx
+        .on("pods", "default", "web")
+        .sub("eviction")
+        .create(eviction)
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "Success");
+    assert!(fx.stored("pods", "default", "web").await.is_none());
+}
+
+#[tokio::test]
+async fn only_finalize_changes_the_finalizers_of_a_namespace() {
+    let fx = fixture().await;
+    fx.on("namespaces", "", "")
+        .create(json!({"metadata": {"name": "team"}}))
+        .await
+        .unwrap();
+    let ns = fx.on("namespaces", "", "team");
+    let mut spec_change = fx.stored("namespaces", "", "team").await.unwrap();
+    spec_change["spec"]["finalizers"] = json!([]);
+    let kept = ns.update(spec_change).await.unwrap();
+    assert_eq!(
+        kept["spec"]["finalizers"],
+        json!(["kubernetes"]),
+        "only finalize changes them"
+    );
+    let finalized = ns
+        .sub("finalize")
+        .update(json!({"spec": {"finalizers": []}}))
+        .await
+        .unwrap();
+    assert_eq!(finalized["spec"]["finalizers"], json!([]));
 }
