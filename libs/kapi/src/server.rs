@@ -1,13 +1,178 @@
 //! The HTTP surface: routes, query parameters, content negotiation, watch streams.
+//!
+//! Every request goes through one handler: [`path`] turns the URL into a [`path::Route`],
+//! discovery and OpenAPI documents are built from the registry on each request (CRDs come and
+//! go), and resource requests are resolved against the registry, checked for the verb, and
+//! handed to [`read`], [`watch`] or [`write`]. Every error leaves as a `Status` body
+//! ([`error`]).
 
+mod discovery;
+mod error;
+mod negotiate;
+mod openapi;
+mod path;
+mod query;
+mod read;
+mod render;
+mod select;
+mod subresource;
+mod token;
+mod watch;
+mod write;
+
+use std::sync::Arc;
+
+use apimachinery::{ApiError, ResourceInfo};
 use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
 
-use crate::Api;
+use crate::{Api, User};
+use error::ErrorResponse;
+use path::{ResourcePath, Route};
+use query::Params;
 
 /// The Kubernetes REST routes over `api`: `/version`, `/api`, `/apis`, discovery, OpenAPI v3,
 /// and every resource path with its verbs and subresources. The caller adds authentication
 /// (a [`crate::User`] request extension) and TLS.
 pub fn router(api: Api) -> Router {
-    let _ = api;
-    todo!("owned by the kapi helper")
+    Router::new().fallback(handle).with_state(api)
+}
+
+/// A resource request resolved against the registry.
+#[derive(Debug)]
+pub(crate) struct Target {
+    pub(crate) info: Arc<ResourceInfo>,
+    /// `None`: cluster-scoped, or a namespaced resource across all namespaces.
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) subresource: Option<String>,
+    /// Came in under the legacy `/watch/` prefix.
+    pub(crate) watch_prefix: bool,
+}
+
+async fn handle(State(api): State<Api>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    match serve(&api, parts, body).await {
+        Ok(resp) => resp,
+        Err(e) => ErrorResponse(e).into_response(),
+    }
+}
+
+async fn serve(api: &Api, parts: Parts, body: Body) -> Result<Response, ApiError> {
+    let route = path::parse(parts.uri.path())?;
+    let params = Params::parse(parts.uri.query());
+    match route {
+        Route::Resource(raw) => resource(api, raw, parts, params, body).await,
+        Route::OpenApiRoot | Route::OpenApiGroupVersion(_) => {
+            only_get(&parts.method, "openapi")?;
+            openapi::serve(api, &route)
+        }
+        route => {
+            only_get(&parts.method, "discovery")?;
+            discovery::serve(api, &route, &parts.headers)
+        }
+    }
+}
+
+/// A request for a resource, one of its objects, or a subresource.
+async fn resource(
+    api: &Api,
+    raw: ResourcePath,
+    parts: Parts,
+    params: Params,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let target = path::resolve(&api.registry, raw)?;
+    let user = user_of(api, &parts)?;
+    let info = &target.info;
+    let has_name = target.name.is_some();
+    let watching = target.watch_prefix || params.flag("watch").unwrap_or(false);
+    match (&parts.method, has_name, target.subresource.as_deref()) {
+        (&Method::GET, _, None) if watching => {
+            require_verb(info, "watch")?;
+            let output = negotiate::output(&parts.headers)?;
+            watch::serve(api, &target, &params, output).await
+        }
+        (_, _, _) if target.watch_prefix => Err(ApiError::method_not_supported(
+            parts.method.as_str(),
+            &info.plural,
+        )),
+        (&Method::GET, false, None) => {
+            require_verb(info, "list")?;
+            let output = negotiate::output(&parts.headers)?;
+            read::list(api, &target, &params, output).await
+        }
+        (&Method::GET, true, None) => {
+            require_verb(info, "get")?;
+            let output = negotiate::output(&parts.headers)?;
+            read::get(api, &target, &params, output).await
+        }
+        (&Method::GET, true, Some(sub)) if subresource::reads_parent(sub) => {
+            let output = negotiate::output(&parts.headers)?;
+            read::get(api, &target, &params, output).await
+        }
+        (method, _, _) => {
+            negotiate::output(&parts.headers)?;
+            let verb = write_verb(method, &target)
+                .ok_or_else(|| ApiError::method_not_supported(method.as_str(), &info.plural))?;
+            let write = write::Write {
+                api,
+                target: &target,
+                user: &user,
+                params: &params,
+                headers: &parts.headers,
+            };
+            write.serve(verb, body).await
+        }
+    }
+}
+
+/// The write verb an HTTP method means on this target, if the resource serves it.
+fn write_verb(method: &Method, target: &Target) -> Option<write::Verb> {
+    let info = &target.info;
+    let all_namespaces = info.namespaced && target.namespace.is_none();
+    let verb = match (method, target.name.is_some(), target.subresource.as_deref()) {
+        (&Method::POST, false, None) if !all_namespaces => write::Verb::Create,
+        (&Method::DELETE, false, None) if !all_namespaces => write::Verb::DeleteCollection,
+        (&Method::PUT, true, _) => write::Verb::Update,
+        (&Method::PATCH, true, _) => write::Verb::Patch,
+        (&Method::DELETE, true, None) => write::Verb::Delete,
+        (&Method::POST, true, Some(_)) => write::Verb::Create,
+        _ => return None,
+    };
+    let allowed = match target.subresource.as_deref() {
+        None => info.verbs.iter().any(|v| v == verb.as_str()),
+        Some(sub) => subresource::spec(sub).verbs.contains(&verb.as_str()),
+    };
+    allowed.then_some(verb)
+}
+
+fn require_verb(info: &ResourceInfo, verb: &str) -> Result<(), ApiError> {
+    if info.verbs.iter().any(|v| v == verb) {
+        Ok(())
+    } else {
+        Err(ApiError::method_not_supported(verb, &info.plural))
+    }
+}
+
+fn only_get(method: &Method, what: &str) -> Result<(), ApiError> {
+    if method == Method::GET {
+        Ok(())
+    } else {
+        Err(ApiError::method_not_supported(method.as_str(), what))
+    }
+}
+
+/// The caller: the request's [`User`] extension, else the API's default user, else 401.
+fn user_of(api: &Api, parts: &Parts) -> Result<User, ApiError> {
+    parts
+        .extensions
+        .get::<User>()
+        .cloned()
+        .or_else(|| api.default_user.clone())
+        .ok_or_else(ApiError::unauthorized)
 }

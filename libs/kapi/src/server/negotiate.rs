@@ -1,0 +1,267 @@
+//! Content negotiation: which representation the `Accept` header asks for, and whether a
+//! request body is JSON.
+
+use apimachinery::ApiError;
+use axum::http::HeaderMap;
+use axum::http::header::{ACCEPT, CONTENT_TYPE};
+
+/// How objects are represented in a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Output {
+    /// The objects themselves.
+    Json,
+    /// A `meta.k8s.io/v1` `Table` (`as=Table`).
+    Table,
+    /// `PartialObjectMetadata` / `PartialObjectMetadataList`.
+    Metadata,
+}
+
+/// Which discovery document `/api` and `/apis` answer with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Discovery {
+    /// `APIVersions` / `APIGroupList`.
+    Legacy,
+    /// `apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`.
+    Aggregated,
+}
+
+/// The `Content-Type` of an aggregated discovery answer.
+pub(crate) const AGGREGATED_DISCOVERY: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// What a resource request may answer with, in the client's order of preference.
+pub(crate) fn output(headers: &HeaderMap) -> Result<Output, ApiError> {
+    choose(headers, |range| match range.param("as") {
+        None => Some(Output::Json),
+        Some("Table") if range.is_meta_v1() => Some(Output::Table),
+        Some("PartialObjectMetadata" | "PartialObjectMetadataList") if range.is_meta_v1() => {
+            Some(Output::Metadata)
+        }
+        Some(_) => None,
+    })
+}
+
+/// What `/api` and `/apis` answer with; other discovery documents take [`output`] and use
+/// only the `Json` form.
+pub(crate) fn discovery(headers: &HeaderMap) -> Result<Discovery, ApiError> {
+    choose(headers, |range| match range.param("as") {
+        None => Some(Discovery::Legacy),
+        Some("APIGroupDiscoveryList")
+            if range.param("g") == Some("apidiscovery.k8s.io")
+                && range.param("v") == Some("v2") =>
+        {
+            Some(Discovery::Aggregated)
+        }
+        Some(_) => None,
+    })
+}
+
+/// Request bodies must be JSON (or carry no content type). Protobuf gets a 415 that says
+/// how to configure the client.
+pub(crate) fn require_json_body(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(ct) = headers.get(CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let ct = ct.to_str().unwrap_or("");
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "application/json" | "" => Ok(()),
+        "application/vnd.kubernetes.protobuf" => {
+            let mut e = ApiError::unsupported_media_type(ct);
+            e.message = "the body of the request was in protobuf, which this server does not \
+                decode; only application/json is accepted (set contentType: application/json in \
+                the KubeletConfiguration, clientConnection.contentType: application/json for \
+                kube-proxy)"
+                .to_owned();
+            Err(e)
+        }
+        _ => Err(ApiError::unsupported_media_type(ct)),
+    }
+}
+
+/// The raw `Content-Type` of a request (for patches).
+pub(crate) fn content_type(headers: &HeaderMap) -> Option<&str> {
+    headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok())
+}
+
+/// One entry of an `Accept` header.
+#[derive(Debug, PartialEq)]
+struct MediaRange {
+    /// `type/subtype`, lowercase.
+    essence: String,
+    params: Vec<(String, String)>,
+    q: f32,
+}
+
+impl MediaRange {
+    fn param(&self, key: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn is_meta_v1(&self) -> bool {
+        self.param("g") == Some("meta.k8s.io") && self.param("v") == Some("v1")
+    }
+
+    /// JSON, or a wildcard JSON satisfies.
+    fn is_json(&self) -> bool {
+        matches!(
+            self.essence.as_str(),
+            "application/json" | "*/*" | "application/*"
+        )
+    }
+}
+
+/// The first acceptable JSON-family range (by `q`, then order) that `pick` can serve; no or
+/// an empty `Accept` header means plain JSON. Nothing acceptable is 406.
+fn choose<T>(headers: &HeaderMap, pick: impl Fn(&MediaRange) -> Option<T>) -> Result<T, ApiError> {
+    let mut ranges: Vec<MediaRange> = headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(parse_range)
+        .collect();
+    let empty = MediaRange {
+        essence: "application/json".to_owned(),
+        params: Vec::new(),
+        q: 1.0,
+    };
+    if ranges.is_empty() {
+        return pick(&empty).ok_or_else(not_acceptable);
+    }
+    // Stable: equal weights keep the client's order.
+    ranges.sort_by(|a, b| b.q.total_cmp(&a.q));
+    ranges
+        .iter()
+        .filter(|r| r.q > 0.0 && r.is_json())
+        .find_map(pick)
+        .ok_or_else(not_acceptable)
+}
+
+fn parse_range(s: &str) -> Option<MediaRange> {
+    let mut parts = s.split(';');
+    let essence = parts.next()?.trim().to_ascii_lowercase();
+    if essence.is_empty() {
+        return None;
+    }
+    let mut params = Vec::new();
+    let mut q = 1.0;
+    for p in parts {
+        let Some((k, v)) = p.split_once('=') else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim().trim_matches('"'));
+        if k == "q" {
+            q = v.parse().unwrap_or(1.0);
+        } else {
+            params.push((k.to_owned(), v.to_owned()));
+        }
+    }
+    Some(MediaRange { essence, params, q })
+}
+
+fn not_acceptable() -> ApiError {
+    ApiError::not_acceptable(
+        "only the following media types are accepted: application/json, \
+         application/json;as=Table;v=v1;g=meta.k8s.io, \
+         application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn accept(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(ACCEPT, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn kubectl_get_asks_for_a_table() {
+        let h = accept(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json",
+        );
+        assert_eq!(output(&h).unwrap(), Output::Table);
+        let h = accept("application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json");
+        assert_eq!(output(&h).unwrap(), Output::Json);
+    }
+
+    #[test]
+    fn protobuf_alone_is_not_acceptable_but_with_json_is_json() {
+        assert_eq!(
+            output(&accept("application/vnd.kubernetes.protobuf"))
+                .unwrap_err()
+                .code,
+            406
+        );
+        assert_eq!(
+            output(&accept(
+                "application/vnd.kubernetes.protobuf,application/json"
+            ))
+            .unwrap(),
+            Output::Json
+        );
+        assert_eq!(
+            output(&accept("application/vnd.kubernetes.protobuf, */*")).unwrap(),
+            Output::Json
+        );
+        assert_eq!(output(&HeaderMap::new()).unwrap(), Output::Json);
+    }
+
+    #[test]
+    fn metadata_only_is_understood() {
+        let h = accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+        assert_eq!(output(&h).unwrap(), Output::Metadata);
+    }
+
+    #[test]
+    fn aggregated_discovery_only_when_asked_first() {
+        let h = accept(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json",
+        );
+        assert_eq!(discovery(&h).unwrap(), Discovery::Aggregated);
+        let h = accept(
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json",
+        );
+        assert_eq!(discovery(&h).unwrap(), Discovery::Legacy);
+        assert_eq!(discovery(&HeaderMap::new()).unwrap(), Discovery::Legacy);
+    }
+
+    #[test]
+    fn q_values_reorder() {
+        let h = accept("application/json;as=Table;v=v1;g=meta.k8s.io;q=0.5,application/json");
+        assert_eq!(output(&h).unwrap(), Output::Json);
+    }
+
+    #[test]
+    fn request_bodies_must_be_json() {
+        let mut h = HeaderMap::new();
+        assert!(require_json_body(&h).is_ok());
+        h.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        assert!(require_json_body(&h).is_ok());
+        h.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
+        );
+        let e = require_json_body(&h).unwrap_err();
+        assert_eq!(e.code, 415);
+        assert!(e.message.contains("contentType"), "{}", e.message);
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
+        assert_eq!(require_json_body(&h).unwrap_err().code, 415);
+    }
+}

@@ -1,0 +1,269 @@
+//! Response bodies: objects as stored (spliced without re-encoding when they are already
+//! right), lists, tables, metadata-only forms, watch event lines.
+
+use std::borrow::Cow;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use apimachinery::table::{self, IncludeObject};
+use apimachinery::{ApiError, ResourceInfo};
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::{BufMut, Bytes, BytesMut};
+use objstore::StoredObject;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::negotiate::Output;
+
+pub(crate) const JSON: &str = "application/json";
+
+/// The annotation that marks the end of a streaming list's initial events.
+pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// A list page: its items, snapshot revision and continue token.
+pub(crate) struct Page<'a> {
+    pub(crate) items: &'a [std::sync::Arc<StoredObject>],
+    pub(crate) resource_version: u64,
+    pub(crate) continue_token: Option<String>,
+}
+
+/// `application/json` response of `value`.
+pub(crate) fn json_response(code: StatusCode, value: &Value) -> Response {
+    // A `Value` always serializes.
+    let body = serde_json::to_vec(value).expect("a JSON value serializes");
+    bytes_response(code, JSON, Bytes::from(body))
+}
+
+pub(crate) fn bytes_response(code: StatusCode, content_type: &str, body: Bytes) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = code;
+    let ct = HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static(JSON));
+    resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+    resp
+}
+
+/// One stored object as compact JSON with `kind` and `apiVersion` of the served version, and
+/// `metadata.resourceVersion` set to `resource_version` when given (deletions). The stored
+/// bytes are returned as they are when nothing needs changing.
+pub(crate) fn object_json(
+    info: &ResourceInfo,
+    obj: &StoredObject,
+    resource_version: Option<u64>,
+) -> Result<Bytes, ApiError> {
+    let raw = &obj.value;
+    let compact = !raw.iter().any(|b| *b == b'\n' || *b == b'\r');
+    if compact && is_right(info, raw, resource_version) {
+        return Ok(raw.clone());
+    }
+    let value = object_value(info, obj, resource_version)?;
+    // A `Value` always serializes.
+    Ok(Bytes::from(
+        serde_json::to_vec(&value).expect("a JSON value serializes"),
+    ))
+}
+
+/// One stored object as a JSON value, with the same fixes as [`object_json`].
+pub(crate) fn object_value(
+    info: &ResourceInfo,
+    obj: &StoredObject,
+    resource_version: Option<u64>,
+) -> Result<Value, ApiError> {
+    let mut value: Value = serde_json::from_slice(&obj.value).map_err(|e| {
+        tracing::error!(key = %obj.key, error = %e, "stored object is not JSON");
+        ApiError::internal(format!("stored object {} is not valid JSON", obj.key))
+    })?;
+    let Some(map) = value.as_object_mut() else {
+        return Err(ApiError::internal(format!(
+            "stored object {} is not a JSON object",
+            obj.key
+        )));
+    };
+    map.insert("kind".to_owned(), Value::String(info.kind.clone()));
+    map.insert("apiVersion".to_owned(), Value::String(info.api_version()));
+    if let Some(rv) = resource_version {
+        let meta = map
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("resourceVersion".to_owned(), Value::String(rv.to_string()));
+        }
+    }
+    Ok(value)
+}
+
+/// A list page in the requested representation.
+pub(crate) fn list(
+    info: &ResourceInfo,
+    output: Output,
+    include: IncludeObject,
+    page: &Page<'_>,
+) -> Result<Bytes, ApiError> {
+    let meta = list_meta(page.resource_version, page.continue_token.as_deref());
+    match output {
+        Output::Json => json_list(info, page, &meta),
+        Output::Table => {
+            let objects = values(info, page.items)?;
+            let mut t = table::render(info, &objects, include, now());
+            t["metadata"] = meta;
+            Ok(to_bytes(&t))
+        }
+        Output::Metadata => {
+            let items = page
+                .items
+                .iter()
+                .map(|o| object_value(info, o, None).map(|v| partial(&v)))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(to_bytes(&json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": meta,
+                "items": items,
+            })))
+        }
+    }
+}
+
+/// One object in the requested representation (`resource_version` as in [`object_json`]).
+pub(crate) fn single(
+    info: &ResourceInfo,
+    output: Output,
+    include: IncludeObject,
+    obj: &StoredObject,
+    resource_version: Option<u64>,
+) -> Result<Bytes, ApiError> {
+    match output {
+        Output::Json => object_json(info, obj, resource_version),
+        Output::Table => {
+            let value = object_value(info, obj, resource_version)?;
+            let rv = value["metadata"]["resourceVersion"].clone();
+            let mut t = table::render(info, &[value], include, now());
+            t["metadata"] = json!({ "resourceVersion": rv });
+            Ok(to_bytes(&t))
+        }
+        Output::Metadata => {
+            let value = object_value(info, obj, resource_version)?;
+            Ok(to_bytes(&partial(&value)))
+        }
+    }
+}
+
+/// `{"type":"<kind>","object":<object>}` and a newline.
+pub(crate) fn event_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut line = BytesMut::with_capacity(object.len() + kind.len() + 24);
+    line.put_slice(b"{\"type\":\"");
+    line.put_slice(kind.as_bytes());
+    line.put_slice(b"\",\"object\":");
+    line.put_slice(object);
+    line.put_slice(b"}\n");
+    line.freeze()
+}
+
+/// A BOOKMARK object: the kind with only `metadata.resourceVersion` (and the end-of-initial-
+/// events annotation for streaming lists).
+pub(crate) fn bookmark(info: &ResourceInfo, resource_version: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({ "resourceVersion": resource_version.to_string() });
+    if initial_end {
+        meta["annotations"] = json!({ INITIAL_EVENTS_END: "true" });
+    }
+    to_bytes(&json!({
+        "kind": info.kind,
+        "apiVersion": info.api_version(),
+        "metadata": meta,
+    }))
+}
+
+pub(crate) fn to_bytes(value: &Value) -> Bytes {
+    // A `Value` always serializes.
+    Bytes::from(serde_json::to_vec(value).expect("a JSON value serializes"))
+}
+
+/// `PartialObjectMetadata` of an object.
+fn partial(value: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": value.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+fn list_meta(resource_version: u64, continue_token: Option<&str>) -> Value {
+    let mut meta = json!({ "resourceVersion": resource_version.to_string() });
+    if let Some(c) = continue_token {
+        meta["continue"] = Value::String(c.to_owned());
+    }
+    meta
+}
+
+/// `{"kind":..,"apiVersion":..,"metadata":..,"items":[..]}` with the items spliced in.
+fn json_list(info: &ResourceInfo, page: &Page<'_>, meta: &Value) -> Result<Bytes, ApiError> {
+    let head = json!({
+        "kind": info.list_kind,
+        "apiVersion": info.api_version(),
+        "metadata": meta,
+    });
+    let head = to_bytes(&head);
+    let items = page
+        .items
+        .iter()
+        .map(|o| object_json(info, o, None))
+        .collect::<Result<Vec<_>, _>>()?;
+    let size = head.len() + items.iter().map(|i| i.len() + 1).sum::<usize>() + 16;
+    let mut out = BytesMut::with_capacity(size);
+    // `head` is a JSON object: drop its closing brace and append the items.
+    out.put_slice(&head[..head.len() - 1]);
+    out.put_slice(b",\"items\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.put_slice(item);
+    }
+    out.put_slice(b"]}");
+    Ok(out.freeze())
+}
+
+fn values(
+    info: &ResourceInfo,
+    items: &[std::sync::Arc<StoredObject>],
+) -> Result<Vec<Value>, ApiError> {
+    items.iter().map(|o| object_value(info, o, None)).collect()
+}
+
+/// True when the stored JSON already has the served kind, apiVersion and (when asked) the
+/// resourceVersion.
+fn is_right(info: &ResourceInfo, raw: &[u8], resource_version: Option<u64>) -> bool {
+    #[derive(Deserialize)]
+    struct Peek<'a> {
+        #[serde(borrow, default)]
+        kind: Option<Cow<'a, str>>,
+        #[serde(rename = "apiVersion", borrow, default)]
+        api_version: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        metadata: Option<PeekMeta<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct PeekMeta<'a> {
+        #[serde(rename = "resourceVersion", borrow, default)]
+        resource_version: Option<Cow<'a, str>>,
+    }
+    let Ok(peek) = serde_json::from_slice::<Peek<'_>>(raw) else {
+        return false;
+    };
+    let rv_right = resource_version.is_none_or(|want| {
+        peek.metadata
+            .and_then(|m| m.resource_version)
+            .is_some_and(|have| have == want.to_string().as_str())
+    });
+    rv_right
+        && peek.kind.as_deref() == Some(info.kind.as_str())
+        && peek.api_version.as_deref() == Some(info.api_version().as_str())
+}
+
+/// Seconds since the Unix epoch (for table ages).
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
