@@ -8,11 +8,23 @@
 //! in the same transaction, so no object can slip into a namespace after it started
 //! terminating.
 //!
-//! The steps live in submodules: [`create`], [`update`] (PUT and PATCH, main resource and
-//! subresources), [`delete`] (preconditions, finalizers, graceful pod deletion), [`pods`]
-//! (binding, eviction), [`namespace`] (Terminating and the cascade), [`crd`] (CRDs register
-//! their resources), [`validate`] and [`meta`]. Cleanups that outlive a request (emptying a
+//! The steps live in submodules: `create`, `update` (PUT and PATCH, main resource and
+//! subresources), `delete` (preconditions, finalizers, graceful pod deletion), `pods`
+//! (binding, eviction), `namespace` (Terminating and the cascade), `crd` (CRDs register
+//! their resources), `validate` and `meta`. Cleanups that outlive a request (emptying a
 //! namespace, removing a CRD's objects) run as tasks that end when the backend is dropped.
+//!
+//! Where kube-apiserver's behaviour depends on machinery this plane does not have:
+//! - No garbage collector: `propagationPolicy` is validated but dependents are never deleted
+//!   with their owner; `Foreground` acts like `Background`.
+//! - A deleted namespace is emptied here (the namespace controller's job): objects get a
+//!   default delete, so unscheduled pods go at once and scheduled pods wait for their
+//!   kubelet's final delete, exactly as with a client's delete.
+//! - A deleted CRD is emptied the same way, held by kube's `customresourcecleanup` finalizer.
+//! - Every delete answers the object (last state or marked), never a `Success` status.
+//! - A write that changes nothing stores nothing (no new resourceVersion, no watch event).
+//! - Server-side apply is whatever `apimachinery::patch` supports (415 today); an apply of a
+//!   missing object would create it.
 
 mod crd;
 mod create;
