@@ -87,15 +87,26 @@ pub struct Cloud {
     shutdown: CancellationToken,
 }
 
-/// Which ports cloudhub binds (0: any).
+/// Which ports cloudhub and the embedded control plane bind (0: any).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Ports {
     pub websocket: u16,
     pub quic: u16,
+    pub api: u16,
 }
 
 /// Starts cloudcore on loopback with both transports, using the test CA.
 pub async fn cloud(pki: &Pki, desired: Arc<Desired>, ports: Ports) -> Cloud {
+    cloud_with(pki, desired, ports, |_| {}).await
+}
+
+/// Like [`cloud`], with the config adjusted by `tweak` before start.
+pub async fn cloud_with(
+    pki: &Pki,
+    desired: Arc<Desired>,
+    ports: Ports,
+    tweak: impl Fn(&mut cloudcore::Config),
+) -> Cloud {
     let mut config = cloudcore::Config::default();
     config.common_config.monitor_server.enable = false;
     config.common_config.shutdown_grace_period = Duration::from_secs(5);
@@ -112,7 +123,7 @@ pub async fn cloud(pki: &Pki, desired: Arc<Desired>, ports: Ports) -> Cloud {
     hub.keepalive_interval = Duration::from_secs(2);
     hub.keepalive_timeout = Duration::from_secs(6);
     let api = &mut config.modules.api_server;
-    api.bind_address = ([127, 0, 0, 1], 0).into();
+    api.bind_address = ([127, 0, 0, 1], ports.api).into();
     api.data_source = pki.path("apiserver/apiserver.db");
     api.tls_ca_file = pki.path("apiserver/ca.crt");
     api.tls_ca_key_file = pki.path("apiserver/ca.key");
@@ -120,6 +131,7 @@ pub async fn cloud(pki: &Pki, desired: Arc<Desired>, ports: Ports) -> Cloud {
     api.tls_private_key_file = pki.path("apiserver/server.key");
     api.token_file = pki.path("apiserver/admin.token");
     api.admin_kubeconfig = pki.path("admin.kubeconfig");
+    tweak(&mut config);
     // A cloud restarted in the same process may find its old QUIC socket still draining for a
     // moment (a restarted process would not): retry the bind for a bounded time.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
@@ -154,7 +166,42 @@ impl Cloud {
         Ports {
             websocket: self.hub().websocket_addr().unwrap().port(),
             quic: self.hub().quic_addr().unwrap().port(),
+            api: self.running.api().map_or(0, |a| a.addr().port()),
         }
+    }
+
+    /// A `kube` client for the embedded control plane, as the admin.
+    pub async fn kube(&self) -> kube::Client {
+        let path = self
+            .running
+            .kubeconfig()
+            .expect("the embedded control plane runs");
+        let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// A `kube` client authenticated as node `node` by a client certificate.
+    pub async fn kube_as_node(&self, node: &str) -> kube::Client {
+        use base64::Engine;
+        let api = self.running.api().unwrap();
+        let issued = api.issue_node_cert(node).unwrap();
+        let path = self.running.kubeconfig().unwrap();
+        let mut kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        for user in &mut kubeconfig.auth_infos {
+            if let Some(auth) = user.auth_info.as_mut() {
+                auth.token = None;
+                auth.client_certificate_data = Some(b64(&issued.cert_pem));
+                auth.client_key_data = Some(b64(&issued.key_pem).into());
+            }
+        }
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
     }
 
     /// The address edges dial for `transport`.
