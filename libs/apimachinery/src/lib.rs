@@ -17,4 +17,7 @@ pub mod table;
 pub mod time;
 
 pub use catalog::{Column, ResourceInfo};
+pub use patch::{PatchError, PatchType};
+pub use selector::{FieldSelector, LabelSelector, SelectorError};
 pub use status::ApiError;
+pub use table::IncludeObject;
