@@ -5,6 +5,22 @@
 //! go), and resource requests are resolved against the registry, checked for the verb, and
 //! handed to [`read`], [`watch`] or [`write`]. Every error leaves as a `Status` body
 //! ([`error`]).
+//!
+//! Choices where Kubernetes leaves room (details in each module):
+//! - Discovery answers in the aggregated `apidiscovery.k8s.io/v2` form when the `Accept`
+//!   header asks for it before plain JSON, labelled with its own content type; otherwise the
+//!   legacy documents.
+//! - OpenAPI v3 is minimal ([`openapi`]); `fieldValidation` is accepted and ignored.
+//! - Lists: `Exact` of anything but the current revision is 410; continue tokens read the
+//!   current state after the last key and report the first page's revision, and are 410 once
+//!   older than the change log ([`read`]).
+//! - Watches: a too-old or too-new resourceVersion is an in-stream 410 ERROR; streaming lists
+//!   (`sendInitialEvents`) are implemented; bookmarks never claim more than was delivered;
+//!   `as=Table` and metadata-only forms apply to watch events too ([`watch`]).
+//! - Only JSON bodies: protobuf is 415 with a message naming the client setting; an `Accept`
+//!   without a JSON alternative is 406.
+//! - Resource requests need a user (the request's [`User`] or the default), else 401;
+//!   discovery, `/version` and OpenAPI do not.
 
 mod discovery;
 mod error;

@@ -4,7 +4,6 @@ use apimachinery::ApiError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use objstore::StoreError;
-use serde_json::json;
 
 use super::render;
 
@@ -28,12 +27,11 @@ impl IntoResponse for ErrorResponse {
 
 /// `the server could not find the requested resource` (404), for paths naming nothing.
 pub(crate) fn not_found_path() -> ApiError {
-    ApiError {
-        code: 404,
-        reason: "NotFound".to_owned(),
-        message: "the server could not find the requested resource".to_owned(),
-        details: None,
-    }
+    ApiError::new(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
 }
 
 /// A store failure as the client should see it: a compacted revision or a lagging watcher is
@@ -47,22 +45,6 @@ pub(crate) fn from_store(e: StoreError) -> ApiError {
     }
 }
 
-/// `Too large resource version` (504 Timeout, cause `ResourceVersionTooLarge`), which makes
-/// client-go relist from scratch.
-pub(crate) fn too_large(requested: u64, current: u64) -> ApiError {
-    let mut e = ApiError::timeout(format!(
-        "Timeout: Too large resource version: {requested}, current: {current}"
-    ));
-    e.details = Some(json!({
-        "causes": [{
-            "reason": "ResourceVersionTooLarge",
-            "message": "Too large resource version",
-        }],
-        "retryAfterSeconds": 1,
-    }));
-    e
-}
-
 /// An invalid `ListOptions` (422), as apiserver validates list and watch parameters.
 pub(crate) fn invalid_list_options(field: &str, why: &str) -> ApiError {
     ApiError::invalid("meta.k8s.io", "ListOptions", "", &[(field, why)])
@@ -70,10 +52,9 @@ pub(crate) fn invalid_list_options(field: &str, why: &str) -> ApiError {
 
 /// `413 Request Entity Too Large`.
 pub(crate) fn body_too_large(limit: usize) -> ApiError {
-    ApiError {
-        code: 413,
-        reason: "RequestEntityTooLarge".to_owned(),
-        message: format!("the request body is larger than {limit} bytes"),
-        details: None,
-    }
+    ApiError::new(
+        413,
+        "RequestEntityTooLarge",
+        format!("the request body is larger than {limit} bytes"),
+    )
 }

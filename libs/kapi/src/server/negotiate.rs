@@ -5,6 +5,8 @@ use apimachinery::ApiError;
 use axum::http::HeaderMap;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 
+use super::render::JSON;
+
 /// How objects are represented in a response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Output {
@@ -72,7 +74,7 @@ pub(crate) fn require_json_body(headers: &HeaderMap) -> Result<(), ApiError> {
     match essence.as_str() {
         "application/json" | "" => Ok(()),
         "application/vnd.kubernetes.protobuf" => {
-            let mut e = ApiError::unsupported_media_type(ct);
+            let mut e = ApiError::unsupported_media_type_accepting(&[JSON]);
             e.message = "the body of the request was in protobuf, which this server does not \
                 decode; only application/json is accepted (set contentType: application/json in \
                 the KubeletConfiguration, clientConnection.contentType: application/json for \
@@ -80,7 +82,7 @@ pub(crate) fn require_json_body(headers: &HeaderMap) -> Result<(), ApiError> {
                 .to_owned();
             Err(e)
         }
-        _ => Err(ApiError::unsupported_media_type(ct)),
+        _ => Err(ApiError::unsupported_media_type_accepting(&[JSON])),
     }
 }
 

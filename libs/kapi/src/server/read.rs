@@ -19,7 +19,7 @@ use objstore::{ListOptions, ObjKey, Store};
 use tokio::time::Instant;
 
 use super::Target;
-use super::error::{TOO_LARGE_WAIT_SECS, from_store, too_large};
+use super::error::{TOO_LARGE_WAIT_SECS, from_store};
 use super::negotiate::Output;
 use super::query::{Params, ReadParams, Start};
 use super::render::{self, JSON, Page};
@@ -79,10 +79,7 @@ pub(crate) async fn list(
     if let Start::Exact(rv) = start
         && rv != result.revision
     {
-        return Err(ApiError::expired(format!(
-            "too old resource version: {rv} ({})",
-            result.revision
-        )));
+        return Err(ApiError::too_old_resource_version(rv, result.revision));
     }
     let resource_version = token.as_ref().map_or(result.revision, |t| t.rv);
     let continue_token = result.continue_after.map(|(ns, name)| {
@@ -126,7 +123,7 @@ pub(crate) async fn wait_for_revision(store: &Store, rv: u64) -> Result<(), ApiE
     if reached(store, rv).await {
         Ok(())
     } else {
-        Err(too_large(rv, store.revision()))
+        Err(ApiError::too_large_resource_version(rv, store.revision()))
     }
 }
 

@@ -68,9 +68,7 @@ fn check_fields(
     name: Option<&str>,
 ) -> Result<(), ApiError> {
     for field in fields.fields() {
-        let known = field == NAME
-            || field == NAMESPACE
-            || info.selectable_fields.contains(&field);
+        let known = field == NAME || field == NAMESPACE || info.selectable_fields.contains(&field);
         if !known {
             return Err(ApiError::bad_request(format!(
                 "field label not supported: {field}"

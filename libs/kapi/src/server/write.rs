@@ -8,6 +8,7 @@
 
 use apimachinery::ApiError;
 use apimachinery::patch::PatchType;
+use apimachinery::status::PATCH_MEDIA_TYPES;
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -98,13 +99,9 @@ impl Write<'_> {
     async fn patch(&self, body: Bytes) -> Result<Response, ApiError> {
         let ct = content_type(self.headers).unwrap_or("");
         let kind = PatchType::from_content_type(ct).ok_or_else(|| {
-            let mut e = ApiError::unsupported_media_type(ct);
-            e.message = format!(
-                "the body of the request was in an unknown format ({ct:?}) - accepted media types \
-                 include: application/json-patch+json, application/merge-patch+json, \
-                 application/strategic-merge-patch+json, application/apply-patch+yaml"
-            );
-            e
+            let mut accepted = PATCH_MEDIA_TYPES.to_vec();
+            accepted.push(PatchType::Apply.content_type());
+            ApiError::unsupported_media_type_accepting(&accepted)
         })?;
         let name = self.target.name.as_deref().unwrap_or("");
         let req = self.request(name, self.params.dry_run()?);

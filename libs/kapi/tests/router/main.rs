@@ -1,9 +1,11 @@
-//! Router tests over `oneshot`: discovery and OpenAPI, get/list, watch streams, writes.
+//! Router tests over `oneshot`: discovery and OpenAPI, get/list, watch streams, writes (with a
+//! test backend, and end to end with the local backend).
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod discovery;
 mod list;
+mod local;
 mod watch;
 mod writes;

@@ -87,6 +87,19 @@ pub fn harness_with(config: StoreConfig) -> Harness {
     }
 }
 
+/// A harness whose writes go through the real [`kapi::local::LocalBackend`], with the
+/// `default` and `kube-system` namespaces.
+pub async fn local_harness() -> Harness {
+    let mut h = harness();
+    let backend = kapi::local::LocalBackend::new(h.store.clone(), h.registry.clone());
+    backend
+        .ensure_namespaces(&["default", "kube-system"])
+        .await
+        .expect("namespaces");
+    h.api.backend = backend;
+    h
+}
+
 // === impl Harness ===
 
 impl Harness {

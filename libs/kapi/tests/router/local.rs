@@ -1,0 +1,143 @@
+//! The router over the real local backend: what kubectl and kubelet do, end to end.
+
+use axum::http::{Method, StatusCode};
+use serde_json::json;
+
+use crate::support::local_harness;
+
+const JSON: &str = "application/json";
+
+#[tokio::test]
+async fn create_watch_patch_bind_and_delete_a_pod() {
+    let h = local_harness().await;
+    let list = h.get("/api/v1/namespaces/default/pods").await.json();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut w = h
+        .watch(
+            &format!("/api/v1/namespaces/default/pods?watch=true&resourceVersion={rv}"),
+            None,
+        )
+        .await;
+
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    });
+    let reply = h
+        .call(
+            Method::POST,
+            "/api/v1/namespaces/default/pods?fieldManager=kubectl-create&fieldValidation=Strict",
+            JSON,
+            pod,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.json());
+    let created = reply.json();
+    assert!(created["metadata"]["uid"].is_string());
+    let added = w.next().await.unwrap();
+    assert_eq!(added["type"], "ADDED");
+    assert_eq!(
+        added["object"]["metadata"]["uid"],
+        created["metadata"]["uid"]
+    );
+
+    let reply = h
+        .call(
+            Method::PATCH,
+            "/api/v1/namespaces/default/pods/web",
+            "application/strategic-merge-patch+json",
+            json!({"metadata": {"labels": {"tier": "front"}}}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.json());
+    let modified = w.next().await.unwrap();
+    assert_eq!(modified["type"], "MODIFIED");
+    assert_eq!(modified["object"]["metadata"]["labels"]["tier"], "front");
+
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "edge-1"},
+    });
+    let reply = h
+        .call(
+            Method::POST,
+            "/api/v1/namespaces/default/pods/web/binding",
+            JSON,
+            binding,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.json());
+    let bound = w.next().await.unwrap();
+    assert_eq!(bound["object"]["spec"]["nodeName"], "edge-1");
+    let on_node = h
+        .get("/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&labelSelector=tier")
+        .await
+        .json();
+    assert_eq!(on_node["items"][0]["metadata"]["name"], "web");
+
+    let reply = h
+        .call(
+            Method::DELETE,
+            "/api/v1/namespaces/default/pods/web",
+            JSON,
+            json!({"gracePeriodSeconds": 0}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.json());
+    let deleted = w.next().await.unwrap();
+    assert_eq!(deleted["type"], "DELETED");
+    h.get("/api/v1/namespaces/default/pods/web")
+        .await
+        .assert_status(404, "NotFound");
+}
+
+#[tokio::test]
+async fn custom_resources_appear_when_their_crd_is_created() {
+    let h = local_harness().await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.org"},
+        "spec": {
+            "group": "example.org", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    });
+    let reply = h
+        .call(
+            Method::POST,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            JSON,
+            crd,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.json());
+    let mut served = false;
+    for _ in 0..100 {
+        if h.get("/apis/example.org/v1").await.status == StatusCode::OK {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(served, "the CRD's group version is discovered");
+    let reply = h
+        .call(
+            Method::POST,
+            "/apis/example.org/v1/namespaces/default/gadgets",
+            JSON,
+            json!({"apiVersion": "example.org/v1", "kind": "Gadget", "metadata": {"name": "g1"}, "spec": {"x": 1}}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.json());
+    let list = h.get("/apis/example.org/v1/gadgets").await.json();
+    assert_eq!(list["kind"], "GadgetList");
+    assert_eq!(list["items"][0]["spec"]["x"], 1);
+    let root = h.get("/openapi/v3").await.json();
+    assert!(root["paths"]["apis/example.org/v1"].is_object());
+}
