@@ -5,7 +5,8 @@
 //! reached within [`TOO_LARGE_WAIT_SECS`], or one older than its change log, is reported as an
 //! in-stream ERROR with a 410 `Expired` Status so that kube-rs and client-go both relist).
 //! `sendInitialEvents=true` (streaming lists) sends the snapshot as ADDED events, then a
-//! BOOKMARK annotated `k8s.io/initial-events-end` at the snapshot revision, then changes.
+//! BOOKMARK annotated `k8s.io/initial-events-end` at the snapshot revision, then changes; a
+//! legacy watch from the current state that allows bookmarks gets that BOOKMARK too.
 //!
 //! Bookmarks (`allowWatchBookmarks=true`) go out every [`BOOKMARK_INTERVAL`] and when the
 //! watch times out. Their revision never claims more than was delivered: the store revision
@@ -73,7 +74,9 @@ pub(crate) async fn serve(
             }
             let snapshot = select_all(api, &info, ns, name, &read).await?;
             initial.extend(snapshot.items);
-            if read.send_initial_events == Some(true) {
+            // Streaming lists need the end marker; legacy watches that asked for bookmarks get
+            // it too, as from kube-apiserver with the WatchList feature on.
+            if read.send_initial_events == Some(true) || read.allow_bookmarks {
                 end_bookmark = Some(snapshot.revision);
             }
             snapshot.revision

@@ -195,9 +195,13 @@ impl Write<'_> {
             DeleteBody::default()
         } else {
             require_json_body(self.headers)?;
-            serde_json::from_slice(body).map_err(|e| {
+            let invalid = |e: serde_json::Error| {
                 ApiError::bad_request(format!("the DeleteOptions in the body are invalid: {e}"))
-            })?
+            };
+            match serde_json::from_slice::<Value>(body).map_err(invalid)? {
+                Value::Null => DeleteBody::default(),
+                value => serde_json::from_value(value).map_err(invalid)?,
+            }
         };
         let q = self.params;
         let orphan = parsed.orphan_dependents.or(q.flag("orphanDependents"));

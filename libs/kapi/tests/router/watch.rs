@@ -246,6 +246,20 @@ async fn streaming_list_ends_initial_events_with_an_annotated_bookmark() {
         ("ADDED".into(), "p3".into())
     );
 
+    let mut legacy = h
+        .watch(
+            "/api/v1/namespaces/a/pods?watch=true&allowWatchBookmarks=true",
+            None,
+        )
+        .await;
+    let events = legacy.take(4).await;
+    assert_eq!(events[3]["type"], "BOOKMARK");
+    assert_eq!(
+        events[3]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(rv(&events[3]), h.store.revision());
+
     h.get("/api/v1/pods?watch=true&sendInitialEvents=true")
         .await
         .assert_status(422, "Invalid");
