@@ -191,8 +191,16 @@ pub fn node_name(cert: &CertificateDer<'_>) -> Option<String> {
 pub fn subject(cert: &CertificateDer<'_>) -> Option<(String, Vec<String>)> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
     let subject = parsed.subject();
-    let cn = subject.iter_common_name().next()?.as_str().ok()?.to_string();
-    let orgs = subject.iter_organization().filter_map(|o| o.as_str().ok().map(str::to_string)).collect();
+    let cn = subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
+    let orgs = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(str::to_string))
+        .collect();
     Some((cn, orgs))
 }
 

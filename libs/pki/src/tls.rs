@@ -41,9 +41,10 @@ pub fn server_config_optional_client(
     key_pem: &str,
     alpn: &[&[u8]],
 ) -> Result<ServerConfig, PkiError> {
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots(client_ca_pem)?), provider())
-        .allow_unauthenticated()
-        .build()?;
+    let verifier =
+        WebPkiClientVerifier::builder_with_provider(Arc::new(roots(client_ca_pem)?), provider())
+            .allow_unauthenticated()
+            .build()?;
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(verifier)

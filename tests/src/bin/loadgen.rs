@@ -59,6 +59,13 @@ enum Scenario {
         #[arg(long, default_value_t = 64)]
         sockets: usize,
     },
+    /// The embedded control plane through the `kube` crate: create, list, update, watch fan-out.
+    Api {
+        #[arg(long, default_value_t = 10_000)]
+        pods: usize,
+        #[arg(long, default_value_t = 100)]
+        watchers: usize,
+    },
     /// (internal) A cloudcore for `idle`, in its own process.
     ServeCloud {
         #[arg(long)]
@@ -85,6 +92,7 @@ fn main() -> anyhow::Result<()> {
                 objects,
                 sockets,
             } => storm(nodes, objects, sockets).await,
+            Scenario::Api { pods, watchers } => api_bench(pods, watchers).await,
             Scenario::ServeCloud { dir } => serve_cloud(&dir).await,
         }
     })
@@ -350,4 +358,150 @@ fn rss_kib(pid: u32) -> anyhow::Result<u64> {
         .nth(1)
         .context("VmRSS value")?
         .parse()?)
+}
+
+async fn api_bench(pods: usize, watchers: usize) -> anyhow::Result<()> {
+    use futures::{StreamExt, TryStreamExt};
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let client = cloud.kube().await;
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod = |i: usize| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("p{i}"), "labels": {"app": "bench", "shard": (i % 10).to_string()}},
+            "spec": {"nodeName": format!("node-{}", i % 10), "containers": [{"name": "c", "image": "busybox:1.36", "args": ["sleep", "3600"]}]},
+        }))
+        .unwrap()
+    };
+    let start = Instant::now();
+    futures::stream::iter(0..pods)
+        .map(|i| {
+            let api = api.clone();
+            async move { api.create(&PostParams::default(), &pod(i)).await }
+        })
+        .buffer_unordered(64)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let create_rate = pods as f64 / start.elapsed().as_secs_f64();
+
+    let mut full = Vec::new();
+    let mut by_node = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let list = api.list(&ListParams::default()).await?;
+        full.push(t.elapsed());
+        anyhow::ensure!(list.items.len() == pods, "listed {} pods", list.items.len());
+        let t = Instant::now();
+        let list = api
+            .list(&ListParams::default().fields("spec.nodeName=node-3"))
+            .await?;
+        by_node.push(t.elapsed());
+        anyhow::ensure!(
+            list.items.len() == pods / 10,
+            "listed {} pods of node-3",
+            list.items.len()
+        );
+    }
+    full.sort();
+    by_node.sort();
+
+    let updates = pods.min(5_000);
+    let start = Instant::now();
+    futures::stream::iter(0..updates)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let patch =
+                    Patch::Merge(serde_json::json!({"metadata": {"labels": {"touched": "yes"}}}));
+                api.patch(&format!("p{i}"), &PatchParams::default(), &patch)
+                    .await
+            }
+        })
+        .buffer_unordered(64)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let update_rate = updates as f64 / start.elapsed().as_secs_f64();
+    let rss = rss_kib(std::process::id())?;
+
+    // Watch fan-out: `watchers` watches on configmaps, then timed creates.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let rv = cms
+        .list(&ListParams::default().limit(1))
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let created_at = Arc::new(std::sync::Mutex::new(std::collections::HashMap::<
+        String,
+        Instant,
+    >::new()));
+    let latencies = Arc::new(std::sync::Mutex::new(Vec::<Duration>::new()));
+    let writes = 200usize;
+    let mut tasks = Vec::new();
+    for _ in 0..watchers {
+        let (cms, rv, created_at, latencies) = (
+            cms.clone(),
+            rv.clone(),
+            created_at.clone(),
+            latencies.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut stream = cms
+                .watch(&WatchParams::default().timeout(290), &rv)
+                .await
+                .unwrap()
+                .boxed();
+            let mut got = 0;
+            while let Some(Ok(event)) = stream.next().await {
+                if let WatchEvent::Added(cm) = event {
+                    let name = cm.metadata.name.unwrap_or_default();
+                    if let Some(t0) = created_at.lock().unwrap().get(&name) {
+                        latencies.lock().unwrap().push(t0.elapsed());
+                    }
+                    got += 1;
+                    if got == writes {
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await; // let every watch connect
+    for i in 0..writes {
+        let name = format!("w{i}");
+        created_at
+            .lock()
+            .unwrap()
+            .insert(name.clone(), Instant::now());
+        let cm: ConfigMap =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
+        cms.create(&PostParams::default(), &cm).await?;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for t in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(60), t).await;
+    }
+    let mut lat = latencies.lock().unwrap().clone();
+    lat.sort();
+    let pct = |v: &[Duration], p: usize| {
+        v.get(v.len().saturating_sub(1).min(v.len() * p / 100))
+            .copied()
+            .unwrap_or_default()
+    };
+    println!(
+        "api pods={pods} create_per_s={create_rate:.0} list_all_p50={:.1?} list_all_p99={:.1?} list_node_p50={:.1?} list_node_p99={:.1?} patch_per_s={update_rate:.0} rss_with_pods={}MiB watch_fanout watchers={watchers} deliveries={} p50={:.2?} p99={:.2?}",
+        pct(&full, 50),
+        pct(&full, 99),
+        pct(&by_node, 50),
+        pct(&by_node, 99),
+        rss / 1024,
+        lat.len(),
+        pct(&lat, 50),
+        pct(&lat, 99),
+    );
+    cloud.stop().await;
+    Ok(())
 }
