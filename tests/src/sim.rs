@@ -72,8 +72,11 @@ impl SimEdge {
                 }
             }
             self.stats.in_sync.store(false, Ordering::Release);
+            let connects = self.stats.connects.load(Ordering::Relaxed);
             match self.session(&dialer, addr, &shutdown).await {
                 Ok(()) => return,
+                // Like edgehub: after a session that was up, start over from the first ceiling.
+                Err(_) if self.stats.connects.load(Ordering::Relaxed) > connects => attempt = 1,
                 Err(_) => attempt = (attempt + 1).min(6),
             }
         }

@@ -70,6 +70,15 @@ enum Scenario {
     ServeCloud {
         #[arg(long)]
         dir: std::path::PathBuf,
+        /// QUIC port (0: any).
+        #[arg(long, default_value_t = 0)]
+        quic_port: u16,
+        /// Desired state: nodes `storm-0..N` each hold `objects` pods (deterministic, so a
+        /// restarted process knows the same state).
+        #[arg(long, default_value_t = 0)]
+        nodes: usize,
+        #[arg(long, default_value_t = 0)]
+        objects: u64,
     },
 }
 
@@ -93,7 +102,12 @@ fn main() -> anyhow::Result<()> {
                 sockets,
             } => storm(nodes, objects, sockets).await,
             Scenario::Api { pods, watchers } => api_bench(pods, watchers).await,
-            Scenario::ServeCloud { dir } => serve_cloud(&dir).await,
+            Scenario::ServeCloud {
+                dir,
+                quic_port,
+                nodes,
+                objects,
+            } => serve_cloud(&dir, quic_port, nodes, objects).await,
         }
     })
 }
@@ -239,10 +253,10 @@ async fn idle(nodes: usize, sockets: usize) -> anyhow::Result<()> {
 }
 
 async fn storm(nodes: usize, objects: u64, sockets: usize) -> anyhow::Result<()> {
-    let pki = Pki::new();
-    let desired = Desired::new();
-    let cloud1 = cloud(&pki, desired.clone(), Ports::default()).await;
-    let addr = cloud1.addr(Transport::Quic);
+    let dir = tempfile::tempdir()?;
+    let cloud1 = CloudProcess::start(dir.path(), 0, nodes, objects)?;
+    let addr = cloud1.addr;
+    let pki = Pki::open(dir.path());
     let dialers = quic_dialers(sockets)?;
     let shutdown = CancellationToken::new();
     let mut sims = Vec::with_capacity(nodes);
@@ -255,29 +269,34 @@ async fn storm(nodes: usize, objects: u64, sockets: usize) -> anyhow::Result<()>
             shutdown.clone(),
         ));
         sims.push(sim);
-    }
-    wait_for("every node connected", Duration::from_secs(900), || {
-        cloud1.hub().sessions() >= nodes
-    })
-    .await?;
-    for sim in &sims {
-        for j in 0..objects {
-            desired.put_pod(&sim.node, &format!("o{j}"), 1 + j).await;
+        if i % 500 == 499 {
+            wait_for("sessions to catch up", Duration::from_secs(300), || {
+                cloud1.sessions() + 2_000 > i
+            })
+            .await?;
         }
     }
-    wait_for("every object delivered", Duration::from_secs(600), || {
-        sims.iter().all(|s| s.held() as u64 == objects)
-    })
+    wait_for(
+        "every node connected and holding its objects",
+        Duration::from_secs(900),
+        || {
+            cloud1.sessions() >= nodes
+                && sims
+                    .iter()
+                    .all(|s| s.held() as u64 == objects && s.stats.in_sync.load(Ordering::Relaxed))
+        },
+    )
     .await?;
-    let ports = cloud1.ports();
-    cloud1.stop().await;
-    let cloud2 = cloud(&pki, desired.clone(), ports).await;
+    // Restart cloudcore as a service manager would: the process stops, a new one starts on the
+    // same address with the same desired state.
+    cloud1.stop();
+    let cloud2 = CloudProcess::start(dir.path(), addr.port(), nodes, objects)?;
     let restart = Instant::now();
     wait_for(
         "every node reconnected and in sync",
         Duration::from_secs(900),
         || {
-            cloud2.hub().sessions() >= nodes
+            cloud2.sessions() >= nodes
                 && sims.iter().all(|s| {
                     s.stats.connects.load(Ordering::Relaxed) >= 2
                         && s.stats.in_sync.load(Ordering::Relaxed)
@@ -286,43 +305,130 @@ async fn storm(nodes: usize, objects: u64, sockets: usize) -> anyhow::Result<()>
     )
     .await?;
     let elapsed = restart.elapsed();
-    let resent: u64 = sims
-        .iter()
-        .filter_map(|s| cloud2.hub().node(&s.node))
-        .map(|c| c.sent)
-        .sum();
+    tokio::time::sleep(Duration::from_millis(600)).await; // one more report from the child
+    let resent = cloud2.sent.load(Ordering::Relaxed);
     let inventories: u64 = sims
         .iter()
         .map(|s| s.stats.inventories.load(Ordering::Relaxed))
         .sum();
     println!(
-        "storm nodes={nodes} objects_per_node={objects} all_resynced_in={:.1}s (from the restarted cloudcore listening) objects_resent={resent} inventory_exchanges={inventories}",
+        "storm nodes={nodes} objects_per_node={objects} all_resynced_in={:.1}s (from the restarted cloudcore process listening) objects_resent={resent} inventory_exchanges={inventories} (first connect included)",
         elapsed.as_secs_f64()
     );
     shutdown.cancel();
-    cloud2.stop().await;
+    cloud2.stop();
     Ok(())
 }
 
-async fn serve_cloud(dir: &std::path::Path) -> anyhow::Result<()> {
-    let pki = Pki::new();
-    pki::write_pem(&dir.join("ca/rootCA.crt"), pki.ca.cert_pem())?;
-    pki::write_pem(&dir.join("ca/rootCA.key"), &pki.ca.key_pem())?;
-    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+async fn serve_cloud(
+    dir: &std::path::Path,
+    quic_port: u16,
+    nodes: usize,
+    objects: u64,
+) -> anyhow::Result<()> {
+    let pki = if dir.join("ca/rootCA.crt").exists() {
+        Pki::open(dir)
+    } else {
+        let pki = Pki::new();
+        pki::write_pem(&dir.join("ca/rootCA.crt"), pki.ca.cert_pem())?;
+        pki::write_pem(&dir.join("ca/rootCA.key"), &pki.ca.key_pem())?;
+        pki
+    };
+    let desired = Desired::new();
+    for i in 0..nodes {
+        for j in 0..objects {
+            desired.put_pod_silently(&format!("storm-{i}"), &format!("o{j}"), 1 + j);
+        }
+    }
+    let ports = Ports {
+        quic: quic_port,
+        ..Ports::default()
+    };
+    let cloud = cloud(&pki, desired, ports).await;
     println!("READY {}", cloud.addr(Transport::Quic));
     std::io::stdout().flush()?;
     let hub = cloud.hub().clone();
     tokio::spawn(async move {
         loop {
+            let sent: u64 = (0..nodes)
+                .filter_map(|i| hub.node(&format!("storm-{i}")))
+                .map(|c| c.sent)
+                .sum();
             println!("SESSIONS {}", hub.sessions());
+            println!("SENT {sent}");
             let _ = std::io::stdout().flush();
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
     });
-    // Runs until the parent closes stdin.
+    // Runs until the parent closes stdin (or kills it).
     tokio::task::spawn_blocking(|| std::io::stdin().lines().count()).await?;
     cloud.stop().await;
     Ok(())
+}
+
+/// A cloudcore in a child process of this binary, and what it reports.
+struct CloudProcess {
+    child: std::process::Child,
+    addr: SocketAddr,
+    sessions: Arc<std::sync::atomic::AtomicUsize>,
+    sent: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CloudProcess {
+    fn start(
+        dir: &std::path::Path,
+        quic_port: u16,
+        nodes: usize,
+        objects: u64,
+    ) -> anyhow::Result<CloudProcess> {
+        let mut child = std::process::Command::new(std::env::current_exe()?)
+            .args(["serve-cloud", "--dir", dir.to_str().unwrap()])
+            .args([
+                "--quic-port",
+                &quic_port.to_string(),
+                "--nodes",
+                &nodes.to_string(),
+                "--objects",
+                &objects.to_string(),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()?;
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = lines.next().context("the cloud process said nothing")??;
+        let addr: SocketAddr = ready
+            .strip_prefix("READY ")
+            .context("no READY line")?
+            .parse()?;
+        let sessions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (s2, t2) = (sessions.clone(), sent.clone());
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if let Some(n) = line.strip_prefix("SESSIONS ").and_then(|n| n.parse().ok()) {
+                    s2.store(n, Ordering::Relaxed);
+                } else if let Some(n) = line.strip_prefix("SENT ").and_then(|n| n.parse().ok()) {
+                    t2.store(n, Ordering::Relaxed);
+                }
+            }
+        });
+        Ok(CloudProcess {
+            child,
+            addr,
+            sessions,
+            sent,
+        })
+    }
+
+    fn sessions(&self) -> usize {
+        self.sessions.load(Ordering::Relaxed)
+    }
+
+    /// Stops the process as a service manager restart does: it closes every session, then exits.
+    fn stop(mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }
 
 fn quic_dialers(n: usize) -> anyhow::Result<Vec<link::QuicDialer>> {
