@@ -421,6 +421,8 @@ async fn statuses_queued_while_offline_reach_the_cloud_after_reconnect_coalesced
         seen_before + 1,
         "only the newest status was sent"
     );
+    let replies = cloud2.hub().node(node).unwrap().sent;
+    assert_eq!(replies, 0, "statuses need no reply sent back down");
     edge.stop().await;
     cloud2.stop().await;
 }

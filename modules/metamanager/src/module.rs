@@ -119,9 +119,13 @@ impl MetaManager {
     async fn enqueue_upstream(&self, msg: &Message) -> Result<Bytes, MetaError> {
         Target::parse(msg.resource())?;
         let key = format!("{}:{}", msg.operation(), msg.resource());
+        // The local sender has its answer (this one); the queued copy is fire-and-forget, so the
+        // cloud acks it without sending a reply back down.
+        let mut queued = msg.clone();
+        queued.header.sync = false;
         self.handle
             .store()
-            .outbox_put(key, beehive::codec::encode(msg).into())
+            .outbox_put(key, beehive::codec::encode(&queued).into())
             .await?;
         self.handle.notify_outbox();
         Ok(Bytes::new())

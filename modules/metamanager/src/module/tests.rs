@@ -276,6 +276,10 @@ async fn local_writes_go_to_the_outbox_coalesced_by_target() {
     let msg = beehive::codec::decode(&queued[0].payload).unwrap();
     assert!(String::from_utf8_lossy(&msg.content).contains("Running"));
     assert!(
+        !msg.header.sync,
+        "the queued copy expects no reply from the cloud"
+    );
+    assert!(
         edge.store
             .get(&ObjKey::new("pods", "default", "web-1"))
             .await
