@@ -194,6 +194,38 @@ impl Core {
         }
     }
 
+    /// Commits `edit` as `part` to the cluster-scoped object `name` of `group`/v1/`plural`, if it
+    /// still has `uid`; an object that is gone, or was deleted and created again, is left alone.
+    async fn edit_if_same(
+        &self,
+        (group, plural): (&str, &str),
+        name: &str,
+        uid: &str,
+        part: update::Part,
+        edit: impl FnOnce(&mut Value) + Send + 'static,
+    ) -> Result<(), ApiError> {
+        let info = self.registry.get(group, "v1", plural).ok_or_else(|| {
+            ApiError::internal(format!("{plural} are not among the served resources"))
+        })?;
+        let target = self.target_for(info, "", name);
+        let uid = uid.to_owned();
+        self.mutate(vec![], target.key(), move |current, revision, _| {
+            let Some(current) = current else {
+                return Ok((Mutation::Keep, ()));
+            };
+            let current = parse(current)?;
+            if meta::uid(&current) != uid {
+                return Ok((Mutation::Keep, ()));
+            }
+            let mut next = current.clone();
+            edit(&mut next);
+            let (mutation, _) = update::commit(&target, part, &current, next, revision)?;
+            Ok((mutation, ()))
+        })
+        .await?;
+        Ok(())
+    }
+
     /// Runs `step` on `key` inside the writer's transaction, after reading `parents` in the
     /// same transaction (their current states are handed to `step`, in order).
     async fn mutate<T, F>(

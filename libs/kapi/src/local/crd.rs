@@ -9,10 +9,10 @@ use std::time::Duration;
 use apimachinery::catalog::from_crd;
 use apimachinery::time::now_rfc3339;
 use apimachinery::{ApiError, ResourceInfo};
-use objstore::{ListOptions, Mutation, ObjKey, Store, StoreError, StoredObject};
+use objstore::{ListOptions, ObjKey, Store, StoreError, StoredObject};
 use serde_json::{Map, Value, json};
 
-use super::update::{self, Part};
+use super::update::Part;
 use super::{Core, delete, meta};
 use crate::Registry;
 
@@ -234,37 +234,26 @@ async fn purge(core: &Core, store_resource: &str) -> Result<usize, ApiError> {
 
 /// Removes the cleanup finalizer; the CRD goes unless other finalizers hold it.
 async fn remove_finalizer(core: &Core, name: &str, uid: &str) -> Result<(), ApiError> {
-    let info = core
-        .registry
-        .get(GROUP, "v1", "customresourcedefinitions")
-        .ok_or_else(|| ApiError::internal("customresourcedefinitions are not served"))?;
-    let target = core.target_for(info, "", name);
-    let uid = uid.to_owned();
-    core.mutate(vec![], target.key(), move |current, revision, _| {
-        let Some(current) = current else {
-            return Ok((Mutation::Keep, ()));
-        };
-        let current = super::parse(current)?;
-        if meta::uid(&current) != uid {
-            return Ok((Mutation::Keep, ()));
-        }
-        let mut next = current.clone();
-        let kept: Vec<Value> = meta::finalizers(&current)
-            .into_iter()
-            .filter(|f| *f != CLEANUP_FINALIZER)
-            .map(|f| Value::String(f.to_owned()))
-            .collect();
-        let kept = if kept.is_empty() {
-            Value::Null
-        } else {
-            Value::Array(kept)
-        };
-        meta::set(&mut next, "finalizers", kept);
-        let (mutation, _) = update::commit(&target, Part::Main, &current, next, revision)?;
-        Ok((mutation, ()))
-    })
-    .await?;
-    Ok(())
+    core.edit_if_same(
+        (GROUP, "customresourcedefinitions"),
+        name,
+        uid,
+        Part::Main,
+        |next| {
+            let kept: Vec<Value> = meta::finalizers(next)
+                .into_iter()
+                .filter(|f| *f != CLEANUP_FINALIZER)
+                .map(|f| Value::String(f.to_owned()))
+                .collect();
+            let kept = if kept.is_empty() {
+                Value::Null
+            } else {
+                Value::Array(kept)
+            };
+            meta::set(next, "finalizers", kept);
+        },
+    )
+    .await
 }
 
 fn add_finalizer(obj: &mut Value) {

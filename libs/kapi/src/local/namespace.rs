@@ -11,10 +11,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use apimachinery::ApiError;
-use objstore::{Mutation, ObjKey, StoredObject};
+use objstore::{ObjKey, StoredObject};
 use serde_json::{Value, json};
 
-use super::update::{self, Part};
+use super::update::Part;
 use super::{Core, Target, delete, meta};
 
 /// The namespaces that may not be deleted.
@@ -185,33 +185,15 @@ async fn delete_contents(core: &Core, ns: &str) -> Result<usize, ApiError> {
 
 /// Removes the cleanup finalizer; the namespace goes unless other finalizers hold it.
 async fn finalize(core: &Core, name: &str, uid: &str) -> Result<(), ApiError> {
-    let info = core
-        .registry
-        .get("", "v1", "namespaces")
-        .ok_or_else(|| ApiError::internal("namespaces are not among the served resources"))?;
-    let target = core.target_for(info, "", name);
-    let uid = uid.to_owned();
-    core.mutate(vec![], target.key(), move |current, revision, _| {
-        let Some(current) = current else {
-            return Ok((Mutation::Keep, ()));
-        };
-        let current = super::parse(current)?;
-        if meta::uid(&current) != uid {
-            // Deleted and created again meanwhile: not ours to finalize.
-            return Ok((Mutation::Keep, ()));
-        }
-        let mut next = current.clone();
+    core.edit_if_same(("", "namespaces"), name, uid, Part::Finalize, |next| {
         if let Some(list) = next
             .pointer_mut("/spec/finalizers")
             .and_then(Value::as_array_mut)
         {
             list.retain(|f| f.as_str() != Some(FINALIZER));
         }
-        let (mutation, _) = update::commit(&target, Part::Finalize, &current, next, revision)?;
-        Ok((mutation, ()))
     })
-    .await?;
-    Ok(())
+    .await
 }
 
 fn set_name_label(obj: &mut Value) {
