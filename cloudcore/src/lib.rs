@@ -8,7 +8,6 @@
 mod config;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use std::sync::Arc;
 
@@ -17,7 +16,7 @@ use apiserver::ApiServer;
 use beehive::Module;
 use cloudhub::CloudHub;
 use daemon::Core;
-use daemon::cli::{Daemon, Stoppable, check_type};
+use daemon::cli::{Daemon, check_type};
 use daemon::core::ExtraMetrics;
 use tokio_util::sync::CancellationToken;
 
@@ -122,17 +121,9 @@ impl Running {
     }
 }
 
-impl Stoppable for Running {
-    fn grace_period(&self) -> Duration {
-        self.core.grace_period()
-    }
-
-    async fn finished(&self) {
-        self.core.finished().await
-    }
-
-    async fn stop(self) -> Vec<String> {
-        self.core.stop().await
+impl From<Running> for Core {
+    fn from(running: Running) -> Core {
+        running.core
     }
 }
 

@@ -4,7 +4,6 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -12,7 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::{LogFormat, OsEnv, init_logging, load_yaml, to_yaml};
+use crate::{Core, LogFormat, OsEnv, init_logging, load_yaml, to_yaml};
 
 /// A daemon the shared command line can run.
 pub trait Daemon {
@@ -26,7 +25,8 @@ pub trait Daemon {
     const DEFAULT_LOG: &'static str;
 
     type Config: Serialize + DeserializeOwned + Default;
-    type Running: Stoppable;
+    /// A started daemon; the CLI keeps only its core, to stop it.
+    type Running: Into<Core>;
 
     /// The smallest config that runs, as YAML (printed by `--minconfig`).
     fn minimal_config() -> String;
@@ -39,16 +39,6 @@ pub trait Daemon {
         config: Self::Config,
         shutdown: CancellationToken,
     ) -> impl Future<Output = anyhow::Result<Self::Running>> + Send;
-}
-
-/// A started daemon.
-pub trait Stoppable {
-    /// How long shutdown may take.
-    fn grace_period(&self) -> Duration;
-    /// Resolves if the daemon ends by itself (all its work stopped).
-    fn finished(&self) -> impl Future<Output = ()> + Send;
-    /// Stops everything within the grace period; names what did not stop.
-    fn stop(self) -> impl Future<Output = Vec<String>> + Send;
 }
 
 #[derive(Parser, Debug)]
@@ -102,17 +92,16 @@ async fn run<D: Daemon>(path: PathBuf) -> anyhow::Result<()> {
     let config: D::Config = load_yaml(&path)?;
     D::check(&config).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let shutdown = CancellationToken::new();
-    let running = D::start(config, shutdown.clone())
+    let core: Core = D::start(config, shutdown.clone())
         .await
-        .with_context(|| format!("starting {} from {}", D::NAME, path.display()))?;
+        .with_context(|| format!("starting {} from {}", D::NAME, path.display()))?
+        .into();
     tracing::info!(config = %path.display(), "{} started", D::NAME);
-    tokio::select! {
-        _ = crate::stop_signal() => tracing::info!("stop signal received; shutting down"),
-        _ = running.finished() => tracing::warn!("every module stopped; shutting down"),
-    }
+    crate::stop_signal().await;
+    tracing::info!("stop signal received; shutting down");
     shutdown.cancel();
-    let grace = running.grace_period();
-    let stuck = running.stop().await;
+    let grace = core.grace_period();
+    let stuck = core.stop().await;
     if !stuck.is_empty() {
         tracing::warn!(
             ?stuck,

@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::cli::Stoppable;
 use crate::monitor;
 
 /// The `commonConfig` section.
@@ -140,17 +139,14 @@ impl Core {
     }
 }
 
-impl Stoppable for Core {
-    fn grace_period(&self) -> Duration {
+impl Core {
+    /// How long [`Core::stop`] may take.
+    pub fn grace_period(&self) -> Duration {
         self.grace
     }
 
-    async fn finished(&self) {
-        // With no module and nothing else to do, a daemon still runs until told to stop.
-        std::future::pending::<()>().await
-    }
-
-    async fn stop(self) -> Vec<String> {
+    /// Stops every module and listener within the grace period; names what did not stop.
+    pub async fn stop(self) -> Vec<String> {
         self.shutdown.cancel();
         let report = self.runtime.shutdown(self.grace).await;
         self.tasks.close();

@@ -7,11 +7,10 @@
 mod config;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use daemon::Core;
-use daemon::cli::{Daemon, Stoppable, check_type};
+use daemon::cli::{Daemon, check_type};
 use metamanager::MetaManager;
 use tokio_util::sync::CancellationToken;
 
@@ -96,17 +95,9 @@ impl Running {
     }
 }
 
-impl Stoppable for Running {
-    fn grace_period(&self) -> Duration {
-        self.core.grace_period()
-    }
-
-    async fn finished(&self) {
-        self.core.finished().await
-    }
-
-    async fn stop(self) -> Vec<String> {
-        self.core.stop().await
+impl From<Running> for Core {
+    fn from(running: Running) -> Core {
+        running.core
     }
 }
 

@@ -213,9 +213,8 @@ impl Cloud {
     }
 
     pub async fn stop(self) {
-        use daemon::cli::Stoppable;
         self.shutdown.cancel();
-        self.running.stop().await;
+        daemon::Core::from(self.running).stop().await;
     }
 }
 
@@ -273,9 +272,8 @@ impl Edge {
     }
 
     pub async fn stop(self) {
-        use daemon::cli::Stoppable;
         self.shutdown.cancel();
-        self.running.stop().await;
+        daemon::Core::from(self.running).stop().await;
     }
 }
 
