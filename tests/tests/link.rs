@@ -57,10 +57,16 @@ async fn deliver_in_order(transport: Transport) {
     }
     assert_eq!(last.len(), 5_000);
     let counters = cloud.hub().node(node).unwrap();
+    // Latest-wins coalescing may send fewer than 10,000 frames; each one carries a ~1 KiB pod.
     assert!(
-        counters.bytes_sent > 10_000 * 700,
-        "{} bytes sent for 10,000 objects of ~1 KiB",
-        counters.bytes_sent
+        counters.sent >= 5_000,
+        "every one of the 5,000 objects was sent"
+    );
+    assert!(
+        counters.bytes_sent > counters.sent * 700,
+        "{} bytes sent for {} objects of ~1 KiB",
+        counters.bytes_sent,
+        counters.sent
     );
     assert!(counters.bytes_received > 0, "acks and pings come back");
     assert!(

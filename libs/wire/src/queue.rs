@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use beehive::{Message, MsgId};
+use beehive::{Message, MsgId, Operation, SmolStr};
 
 use crate::error::QueueFull;
 
@@ -34,8 +34,8 @@ pub struct KeyedQueue {
     pending: HashMap<String, Pending>,
     /// Pending keys that may be sent now (not in flight), by place in line.
     ready: BTreeMap<i64, String>,
-    /// Keys with a version in flight, and that version's message id.
-    in_flight: HashMap<String, MsgId>,
+    /// Keys with a version in flight: that version's message id and resourceVersion.
+    in_flight: HashMap<String, (MsgId, Option<SmolStr>)>,
     by_id: HashMap<MsgId, String>,
     next_back: i64,
     next_front: i64,
@@ -48,6 +48,9 @@ pub enum Pushed {
     Queued,
     /// The key was pending; the message replaced this older one, in place.
     Replaced(Box<Message>),
+    /// The same version of the key (same resourceVersion, not a delete) is in flight already and
+    /// nothing newer is pending: the message was not queued, so it is not sent twice.
+    AlreadyInFlight,
 }
 
 #[derive(Debug)]
@@ -75,6 +78,9 @@ impl KeyedQueue {
     /// Queues `msg` as the latest version of `key`.
     pub fn push(&mut self, key: impl Into<String>, msg: Message) -> Result<Pushed, QueueFull> {
         let key = key.into();
+        if self.same_version_in_flight(&key, &msg) && !self.pending.contains_key(&key) {
+            return Ok(Pushed::AlreadyInFlight);
+        }
         if let Some(p) = self.pending.get_mut(&key) {
             let old = std::mem::replace(&mut p.msg, msg);
             return Ok(Pushed::Replaced(Box::new(old)));
@@ -97,7 +103,8 @@ impl KeyedQueue {
     pub fn pop(&mut self) -> Option<(String, Message)> {
         let (_, key) = self.ready.pop_first()?;
         let Pending { msg, .. } = self.pending.remove(&key).expect("ready keys are pending");
-        self.in_flight.insert(key.clone(), msg.id());
+        let rv = msg.header.resource_version.clone();
+        self.in_flight.insert(key.clone(), (msg.id(), rv));
         self.by_id.insert(msg.id(), key.clone());
         Some((key, msg))
     }
@@ -189,6 +196,12 @@ impl KeyedQueue {
             self.ready.insert(place, key.clone());
         }
         self.pending.insert(key, Pending { msg, place });
+    }
+
+    fn same_version_in_flight(&self, key: &str, msg: &Message) -> bool {
+        let rv = msg.header.resource_version.as_ref();
+        let sending = self.in_flight.get(key).and_then(|(_, v)| v.as_ref());
+        msg.router.operation != Operation::Delete && rv.is_some() && sending == rv
     }
 
     fn release(&mut self, id: MsgId) -> Option<String> {

@@ -273,3 +273,19 @@ fn retain_drops_pending_messages_but_never_in_flight_ones() {
     assert_eq!(q.pop().map(|(k, _)| k).as_deref(), Some("c"));
     assert!(q.pop().is_none());
 }
+
+#[test]
+fn the_version_in_flight_is_not_queued_a_second_time() {
+    let mut q = KeyedQueue::new(8);
+    q.push("a", msg("a", "5")).unwrap();
+    let (_, sent) = q.pop().unwrap();
+    assert_eq!(q.push("a", msg("a", "5")).unwrap(), Pushed::AlreadyInFlight);
+    assert!(q.pending("a").is_none());
+    // A newer version, or a delete, still waits behind the one in flight.
+    assert_eq!(q.push("a", msg("a", "6")).unwrap(), Pushed::Queued);
+    q.acked(sent.id());
+    assert_eq!(rv(&q.pop().unwrap().1), "6");
+    q.push("b", msg("b", "1")).unwrap();
+    q.pop().unwrap();
+    assert_eq!(q.push("b", delete("b")).unwrap(), Pushed::Queued);
+}
