@@ -10,6 +10,7 @@
 
 pub mod catalog;
 pub mod fields;
+pub mod forward;
 pub mod patch;
 pub mod selector;
 pub mod status;
@@ -17,6 +18,7 @@ pub mod table;
 pub mod time;
 
 pub use catalog::{Column, ResourceInfo};
+pub use forward::{ForwardedReply, ForwardedWrite};
 pub use patch::{PatchError, PatchType};
 pub use selector::{FieldSelector, LabelSelector, SelectorError};
 pub use status::ApiError;

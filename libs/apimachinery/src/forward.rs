@@ -1,0 +1,202 @@
+//! The envelope of a write an edge node asks the cloud to make: lwproxy parses a client's REST
+//! write, sends it upstream as a [`ForwardedWrite`] (JSON message content), edgecontroller
+//! authorizes it for the node, replays it against the Kubernetes API and answers with a
+//! [`ForwardedReply`]: the API's code and body, unchanged.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::status::ApiError;
+
+/// One write, as the REST layer parsed it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ForwardedWrite {
+    /// `create`, `update`, `patch` or `delete`.
+    pub verb: String,
+    /// API group (`""` for core).
+    pub group: String,
+    pub version: String,
+    /// Plural resource name (`pods`, `leases`).
+    pub resource: String,
+    /// `""` for cluster-scoped resources.
+    pub namespace: String,
+    /// `""` for a create.
+    pub name: String,
+    /// `status`, `binding`, ... or `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subresource: Option<String>,
+    /// The body's media type (for a patch: which patch type).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// The object (create, update), the patch (patch) or the `DeleteOptions` (delete).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+    /// `dryRun=All`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+/// The API's answer to a [`ForwardedWrite`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForwardedReply {
+    /// HTTP status code.
+    pub code: u16,
+    /// The response body (the object, or a `Status`).
+    pub body: Value,
+}
+
+// === impl ForwardedWrite ===
+
+impl ForwardedWrite {
+    /// The HTTP method of the verb.
+    pub fn method(&self) -> &'static str {
+        match self.verb.as_str() {
+            "create" => "POST",
+            "update" => "PUT",
+            "patch" => "PATCH",
+            "delete" => "DELETE",
+            _ => "GET",
+        }
+    }
+
+    /// The request path (with `?dryRun=All` when set): `/api/v1/namespaces/ns/pods/name/status`.
+    pub fn path(&self) -> String {
+        let mut path = if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        };
+        if !self.namespace.is_empty() {
+            path.push_str("/namespaces/");
+            path.push_str(&self.namespace);
+        }
+        path.push('/');
+        path.push_str(&self.resource);
+        if !self.name.is_empty() {
+            path.push('/');
+            path.push_str(&self.name);
+        }
+        if let Some(sub) = &self.subresource {
+            path.push('/');
+            path.push_str(sub);
+        }
+        if self.dry_run {
+            path.push_str("?dryRun=All");
+        }
+        path
+    }
+
+    /// The name the write is about: the URL's, else the body's `metadata.name` (a create).
+    pub fn object_name(&self) -> &str {
+        if !self.name.is_empty() {
+            return &self.name;
+        }
+        self.body
+            .as_ref()
+            .and_then(|b| b["metadata"]["name"].as_str())
+            .unwrap_or("")
+    }
+
+    /// The store resource (`plural`, or `plural.group`).
+    pub fn store_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+// === impl ForwardedReply ===
+
+impl ForwardedReply {
+    /// The reply for an error (its `Status`).
+    pub fn from_error(e: &ApiError) -> ForwardedReply {
+        ForwardedReply {
+            code: e.code,
+            body: e.to_status(),
+        }
+    }
+
+    /// The body for a 2xx answer, else the `Status` as an error.
+    pub fn into_result(self) -> Result<(u16, Value), ApiError> {
+        if (200..300).contains(&self.code) {
+            return Ok((self.code, self.body));
+        }
+        Err(ApiError::from_status(self.code, &self.body))
+    }
+}
+
+impl ApiError {
+    /// The error a `Status` body describes (code from the HTTP answer when the body has none).
+    pub fn from_status(code: u16, status: &Value) -> ApiError {
+        let text = |k: &str| status[k].as_str().unwrap_or_default().to_owned();
+        let mut reason = text("reason");
+        if reason.is_empty() {
+            reason = "Unknown".into();
+        }
+        let mut message = text("message");
+        if message.is_empty() {
+            message = format!("the server answered {code}");
+        }
+        ApiError {
+            code: status["code"]
+                .as_u64()
+                .and_then(|c| u16::try_from(c).ok())
+                .unwrap_or(code),
+            reason,
+            message,
+            details: status.get("details").cloned().filter(|d| !d.is_null()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn paths_follow_the_api_layout() {
+        let w = ForwardedWrite {
+            verb: "patch".into(),
+            version: "v1".into(),
+            resource: "pods".into(),
+            namespace: "default".into(),
+            name: "p".into(),
+            subresource: Some("status".into()),
+            ..Default::default()
+        };
+        assert_eq!(w.path(), "/api/v1/namespaces/default/pods/p/status");
+        assert_eq!(w.method(), "PATCH");
+        let w = ForwardedWrite {
+            verb: "create".into(),
+            group: "coordination.k8s.io".into(),
+            version: "v1".into(),
+            resource: "leases".into(),
+            namespace: "kube-node-lease".into(),
+            dry_run: true,
+            body: Some(json!({"metadata": {"name": "n1"}})),
+            ..Default::default()
+        };
+        assert_eq!(
+            w.path(),
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases?dryRun=All"
+        );
+        assert_eq!(w.object_name(), "n1");
+        assert_eq!(w.store_resource(), "leases.coordination.k8s.io");
+    }
+
+    #[test]
+    fn a_status_reply_becomes_the_same_error() {
+        let e = ApiError::forbidden("", "pods", "p", "node n1 may not");
+        let reply = ForwardedReply::from_error(&e);
+        let back = reply.clone().into_result().unwrap_err();
+        assert_eq!(back, e);
+        let json = serde_json::to_string(&reply).unwrap();
+        let again: ForwardedReply = serde_json::from_str(&json).unwrap();
+        assert_eq!(again, reply);
+    }
+}
