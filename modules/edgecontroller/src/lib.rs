@@ -1,0 +1,1 @@
+//! edgecontroller (in progress).

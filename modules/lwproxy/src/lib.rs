@@ -1,0 +1,1 @@
+//! lwproxy (in progress).
