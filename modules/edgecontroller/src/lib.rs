@@ -1,1 +1,407 @@
-//! edgecontroller (in progress).
+//! edgecontroller: decides what each edge node holds and applies what nodes write. It watches
+//! the Kubernetes API (one kube-runtime watch per resource type, shared by all nodes) and keeps
+//! each edge node's desired set ([`state`]): its Node and Lease, its pods, what they reference,
+//! services, endpointslices and the cluster objects a kubelet reads. Every change goes to
+//! cloudhub as an upsert or delete for `node/<node>/<namespace>/<resource>/<name>`; cloudhub's
+//! digest and resync questions are answered from the same set (held back until every watch has
+//! listed once, so a half-known state never deletes anything at the edge). Writes nodes send
+//! (lwproxy's forwarded REST writes) are authorized for the sending node ([`authz`]) and
+//! replayed against the API, whose answer goes back unchanged; refusals are logged and answered
+//! with the API's `Status`. A node that connects without a Node gets one, with the edge label.
+#![forbid(unsafe_code)]
+
+mod authz;
+mod config;
+mod error;
+mod kinds;
+mod replay;
+mod state;
+mod watch;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use apimachinery::{ForwardedReply, ForwardedWrite};
+use beehive::{Context, Mailbox, Message, Module, ModuleError, Operation, RestartPolicy};
+use serde_json::json;
+use tokio::sync::{mpsc, watch as latest};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use config::Config;
+pub use error::ControllerError;
+pub use kinds::EDGE_LABEL;
+
+use kinds::Kind;
+use state::{Obj, Out, State};
+use watch::WatchEvent;
+
+/// Module name (cloudhub's default controller module).
+pub const NAME: &str = "edgecontroller";
+/// Module group.
+pub const GROUP: &str = "controller";
+
+/// The edgecontroller module.
+pub struct EdgeController {
+    config: Config,
+    kinds: Vec<Kind>,
+    client: kube::Client,
+    ready: latest::Sender<bool>,
+    stats: Arc<Stats>,
+}
+
+/// A handle for the daemon and tests.
+#[derive(Clone)]
+pub struct Handle {
+    ready: latest::Receiver<bool>,
+    stats: Arc<Stats>,
+}
+
+/// Counters since start.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Upserts sent to nodes.
+    pub upserts: AtomicU64,
+    /// Deletes sent to nodes.
+    pub deletes: AtomicU64,
+    /// Node writes applied (any answer from the API).
+    pub writes: AtomicU64,
+    /// Node writes refused by node authorization.
+    pub refused: AtomicU64,
+}
+
+/// The run loop's state.
+struct Run<'a> {
+    ctl: &'a EdgeController,
+    ctx: Context,
+    state: State,
+    /// Kinds listed at least once.
+    listed: HashSet<usize>,
+    /// Digest and resync questions asked before every watch listed.
+    parked: Vec<Message>,
+    tasks: TaskTracker,
+}
+
+// === impl EdgeController ===
+
+impl EdgeController {
+    /// An edgecontroller using `client` for the Kubernetes API.
+    pub fn new(
+        config: Config,
+        client: kube::Client,
+    ) -> Result<(EdgeController, Handle), ControllerError> {
+        let mut kinds = Kind::builtins();
+        for spec in &config.custom_resources {
+            let custom = Kind::custom(spec)
+                .ok_or_else(|| ControllerError::BadCustomResource(spec.clone()))?;
+            kinds.extend(custom);
+        }
+        let (ready, ready_rx) = latest::channel(false);
+        let stats = Arc::new(Stats::default());
+        let handle = Handle {
+            ready: ready_rx,
+            stats: stats.clone(),
+        };
+        let ctl = EdgeController {
+            config,
+            kinds,
+            client,
+            ready,
+            stats,
+        };
+        Ok((ctl, handle))
+    }
+}
+
+#[beehive::async_trait]
+impl Module for EdgeController {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn group(&self) -> &str {
+        GROUP
+    }
+
+    fn enabled(&self) -> bool {
+        self.config.enable
+    }
+
+    fn restart_policy(&self) -> RestartPolicy {
+        RestartPolicy::on_failure()
+    }
+
+    async fn run(
+        &self,
+        ctx: Context,
+        mailbox: &mut Mailbox,
+        shutdown: CancellationToken,
+    ) -> Result<(), ModuleError> {
+        let (tx, mut events) = mpsc::channel(1024);
+        let watches = TaskTracker::new();
+        let stop_watches = shutdown.child_token();
+        watch::spawn(&self.client, &self.kinds, tx, &watches, &stop_watches);
+        let mut run = Run {
+            ctl: self,
+            ctx,
+            state: State::new(self.kinds.clone()),
+            listed: HashSet::new(),
+            parked: Vec::new(),
+            tasks: TaskTracker::new(),
+        };
+        let cancelled = shutdown.cancelled();
+        tokio::pin!(cancelled);
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut cancelled => break,
+                Some(event) = events.recv() => run.on_watch(event).await,
+                m = mailbox.recv() => match m {
+                    Some(msg) => run.on_message(msg),
+                    None => break,
+                },
+            }
+        }
+        stop_watches.cancel();
+        watches.close();
+        run.tasks.close();
+        watches.wait().await;
+        run.tasks.wait().await;
+        self.ready.send_replace(false);
+        Ok(())
+    }
+}
+
+// === impl Run ===
+
+impl Run<'_> {
+    fn ready(&self) -> bool {
+        // Custom resources whose CRD is missing must not hold everything back.
+        let builtins = Kind::builtins().len();
+        (0..builtins).all(|k| self.listed.contains(&k))
+    }
+
+    async fn on_watch(&mut self, event: WatchEvent) {
+        let out = match event {
+            WatchEvent::Apply(obj) => self.state.apply(obj),
+            WatchEvent::Delete(key) => self.state.delete(&key),
+            WatchEvent::Relisted { kind, objs } => {
+                let was_ready = self.ready();
+                let out = self.state.relist(kind, objs);
+                self.listed.insert(kind);
+                if !was_ready && self.ready() {
+                    tracing::info!(
+                        edge_nodes = self.state.edge_nodes().count(),
+                        "every watch listed; answering resyncs"
+                    );
+                    self.ctl.ready.send_replace(true);
+                    for msg in std::mem::take(&mut self.parked) {
+                        self.on_message(msg);
+                    }
+                }
+                out
+            }
+        };
+        for o in out {
+            let msg = self.downstream(&o);
+            if self.ctx.send(cloudhub::NAME, msg).await.is_err() {
+                tracing::warn!("cloudhub is gone; desired state not delivered");
+            }
+        }
+    }
+
+    fn on_message(&mut self, msg: Message) {
+        let mut parts = msg.resource().splitn(3, '/');
+        let node = parts.nth(1).unwrap_or("").to_owned();
+        let what = parts.next().unwrap_or("");
+        match (msg.operation(), what) {
+            (Operation::Query, "digest" | "resync") if !self.ready() => self.parked.push(msg),
+            (Operation::Query, "digest") => {
+                let digest = self.state.digest(&node).to_bytes().to_vec();
+                self.respond(&msg, msg.response(NAME, digest));
+            }
+            (Operation::Query, "resync") => {
+                let reply = self.resync(&node, &msg);
+                self.respond(&msg, reply);
+            }
+            (Operation::Connected, _) => self.register(&node),
+            (Operation::Disconnected, _) => {}
+            (Operation::Insert | Operation::Update | Operation::Patch | Operation::Delete, _) => {
+                self.write(&node, msg)
+            }
+            (op, _) => {
+                let text = format!("edgecontroller does not handle {op} {}", msg.resource());
+                self.respond(&msg, msg.error_response(NAME, text));
+            }
+        }
+    }
+
+    /// The messages that bring a node from what it holds (the question's content) to what it
+    /// should hold.
+    fn resync(&self, node: &str, msg: &Message) -> Message {
+        let held: Vec<(String, String)> = match rmp_serde::from_slice(&msg.content) {
+            Ok(h) => h,
+            Err(e) => return msg.error_response(NAME, format!("bad resync inventory: {e}")),
+        };
+        let held: wire::Inventory = held.into_iter().collect();
+        let desired = self.state.desired(node);
+        let plan = wire::plan_resync(desired.iter().map(|o| (&o.key, &o.rv)), &held);
+        let by_key: std::collections::HashMap<&str, &Arc<Obj>> =
+            desired.iter().map(|o| (o.key.as_str(), o)).collect();
+        let mut out: Vec<Message> = plan
+            .upserts
+            .iter()
+            .filter_map(|k| by_key.get(k.as_str()))
+            .map(|o| self.object_message(o, Operation::Update))
+            .collect();
+        for key in &plan.deletes {
+            out.push(delete_by_key(key));
+        }
+        // Encoding a Vec<Message> cannot fail.
+        let content = rmp_serde::to_vec(&out).expect("messages encode");
+        msg.response(NAME, content)
+    }
+
+    /// Creates the Node of a node that connected without one.
+    fn register(&self, node: &str) {
+        let known = self.state.get(&wire::object_key("nodes", None, node));
+        if !self.ctl.config.register_nodes || node.is_empty() || known.is_some() {
+            return;
+        }
+        let write = ForwardedWrite {
+            verb: "create".into(),
+            version: "v1".into(),
+            resource: "nodes".into(),
+            body: Some(json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node, "labels": {EDGE_LABEL: ""}},
+            })),
+            ..Default::default()
+        };
+        let (client, timeout, node) = (
+            self.ctl.client.clone(),
+            self.ctl.config.request_timeout,
+            node.to_owned(),
+        );
+        self.tasks.spawn(async move {
+            let reply = replay::replay(&client, &write, timeout).await;
+            match reply.code {
+                201 => tracing::info!(node_id = %node, "registered the Node of a new edge node"),
+                409 => {}
+                code => {
+                    tracing::warn!(node_id = %node, code, status = %reply.body, "could not register the node")
+                }
+            }
+        });
+    }
+
+    /// A write a node sent: authorized, then replayed against the API.
+    fn write(&self, node: &str, msg: Message) {
+        let write: ForwardedWrite = match serde_json::from_slice(&msg.content) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(node_id = %node, resource = msg.resource(), error = %e, "malformed write from a node");
+                let text = format!("malformed forwarded write for {}: {e}", msg.resource());
+                return self.respond(&msg, msg.error_response(NAME, text));
+            }
+        };
+        let pod_node = |ns: &str, name: &str| self.state.pod_node(ns, name);
+        if let Err(refused) = authz::authorize(node, &write, pod_node) {
+            self.ctl.stats.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(node_id = %node, verb = %write.verb, path = %write.path(), reason = %refused.message, "write from a node refused");
+            let reply = ForwardedReply::from_error(&refused);
+            return self.respond(&msg, reply_message(&msg, &reply));
+        }
+        let (client, ctx, stats) = (
+            self.ctl.client.clone(),
+            self.ctx.clone(),
+            self.ctl.stats.clone(),
+        );
+        let timeout = self.ctl.config.request_timeout;
+        self.tasks.spawn(async move {
+            let reply = replay::replay(&client, &write, timeout).await;
+            stats.writes.fetch_add(1, Ordering::Relaxed);
+            if msg.header.sync {
+                let _ = ctx.respond(reply_message(&msg, &reply));
+            }
+        });
+    }
+
+    fn respond(&self, request: &Message, reply: Message) {
+        if request.header.sync {
+            let _ = self.ctx.respond(reply);
+        }
+    }
+
+    /// The cloudhub message for one output.
+    fn downstream(&self, out: &Out) -> Message {
+        let (node, obj, op) = match out {
+            Out::Upsert(n, o) => (n, o, Operation::Update),
+            Out::Delete(n, o) => (n, o, Operation::Delete),
+        };
+        let counter = match op {
+            Operation::Delete => &self.ctl.stats.deletes,
+            _ => &self.ctl.stats.upserts,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let mut msg = self.object_message(obj, op);
+        msg.router.resource = format!("node/{node}/{}", msg.router.resource).into();
+        msg
+    }
+
+    /// An upsert (the object) or delete (its identity) with resource
+    /// `<namespace>/<resource>/<name>`.
+    fn object_message(&self, obj: &Obj, op: Operation) -> Message {
+        let kind = &self.state.kinds()[obj.kind];
+        let resource = format!("{}/{}/{}", obj.namespace, kind.store_resource(), obj.name);
+        let msg = Message::new().route(NAME, "resource", resource, op.clone());
+        if op == Operation::Delete {
+            let identity = json!({"metadata": {
+                "name": obj.name, "namespace": obj.namespace,
+                "uid": obj.uid, "resourceVersion": obj.rv,
+            }});
+            return msg.with_content(identity.to_string());
+        }
+        msg.with_resource_version(obj.rv.clone())
+            .with_content(obj.json.clone())
+    }
+}
+
+// === impl Handle ===
+
+impl Handle {
+    /// True once every watch has listed (resync questions are answered from then on).
+    pub fn ready(&self) -> latest::Receiver<bool> {
+        self.ready.clone()
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+}
+
+/// A delete for a key the edge holds but should not (`resource/namespace/name`).
+fn delete_by_key(key: &str) -> Message {
+    let mut parts = key.splitn(3, '/');
+    let (res, ns, name) = (
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+    );
+    let identity = json!({"metadata": {"name": name, "namespace": ns}});
+    Message::new()
+        .route(
+            NAME,
+            "resource",
+            format!("{ns}/{res}/{name}"),
+            Operation::Delete,
+        )
+        .with_content(identity.to_string())
+}
+
+fn reply_message(request: &Message, reply: &ForwardedReply) -> Message {
+    // Serializing a reply cannot fail.
+    let content = serde_json::to_vec(reply).expect("a reply serializes");
+    request.response(NAME, content)
+}

@@ -1,0 +1,33 @@
+//! The `modules.edgeController` section of `cloudcore.yaml`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// `modules.edgeController`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// Run edgecontroller. Default true.
+    pub enable: bool,
+    /// Custom resources every edge node holds, as `group/version/plural/Kind`
+    /// (`devices.kubeedge.io/v1beta1/devices/Device`); their CRDs go along. Default none.
+    pub custom_resources: Vec<String>,
+    /// Create the Node (labelled `node-role.kubernetes.io/edge`) of a node that connects without
+    /// one. Default true.
+    pub register_nodes: bool,
+    /// How long a write a node sent may take at the Kubernetes API. Default `30s`.
+    #[serde(with = "daemon::duration")]
+    pub request_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            enable: true,
+            custom_resources: Vec::new(),
+            register_nodes: true,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}

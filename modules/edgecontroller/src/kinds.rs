@@ -1,0 +1,161 @@
+//! The resource types edgecontroller watches, and which nodes get each one.
+
+use kube::core::ApiResource;
+
+/// Which edge nodes hold an object of a kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// The Node named like the node.
+    Node,
+    /// The Lease in `kube-node-lease` named like the node.
+    Lease,
+    /// Pods bound to the node (`spec.nodeName`).
+    Pod,
+    /// ConfigMaps, Secrets and ServiceAccounts the node's pods reference.
+    Referenced,
+    /// Every edge node (services and endpointslices for kube-proxy, cluster objects a kubelet
+    /// reads, subscribed custom resources).
+    Global,
+}
+
+/// One watched resource type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Kind {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub scope: Scope,
+    /// Watch only this namespace (leases: `kube-node-lease`).
+    pub namespace: Option<String>,
+    /// Watch only objects matching this field selector (the CRD of a custom resource).
+    pub field_selector: Option<String>,
+}
+
+/// The namespace of node leases.
+pub(crate) const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// The label that makes a Node an edge node.
+pub const EDGE_LABEL: &str = "node-role.kubernetes.io/edge";
+
+// === impl Kind ===
+
+impl Kind {
+    fn new(group: &str, version: &str, kind: &str, plural: &str, scope: Scope) -> Kind {
+        Kind {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            scope,
+            namespace: None,
+            field_selector: None,
+        }
+    }
+
+    /// The built-in kinds, in a fixed order (their index is their id).
+    pub fn builtins() -> Vec<Kind> {
+        let mut lease = Kind::new("coordination.k8s.io", "v1", "Lease", "leases", Scope::Lease);
+        lease.namespace = Some(NODE_LEASE_NAMESPACE.into());
+        vec![
+            Kind::new("", "v1", "Node", "nodes", Scope::Node),
+            lease,
+            Kind::new("", "v1", "Pod", "pods", Scope::Pod),
+            Kind::new("", "v1", "ConfigMap", "configmaps", Scope::Referenced),
+            Kind::new("", "v1", "Secret", "secrets", Scope::Referenced),
+            Kind::new(
+                "",
+                "v1",
+                "ServiceAccount",
+                "serviceaccounts",
+                Scope::Referenced,
+            ),
+            Kind::new("", "v1", "Service", "services", Scope::Global),
+            Kind::new(
+                "discovery.k8s.io",
+                "v1",
+                "EndpointSlice",
+                "endpointslices",
+                Scope::Global,
+            ),
+            Kind::new(
+                "storage.k8s.io",
+                "v1",
+                "CSIDriver",
+                "csidrivers",
+                Scope::Global,
+            ),
+            Kind::new(
+                "node.k8s.io",
+                "v1",
+                "RuntimeClass",
+                "runtimeclasses",
+                Scope::Global,
+            ),
+        ]
+    }
+
+    /// A subscribed custom resource, `group/version/plural/Kind`
+    /// (`devices.kubeedge.io/v1beta1/devices/Device`), and the kind that brings its CRD along
+    /// (so the edge serves it).
+    pub fn custom(spec: &str) -> Option<[Kind; 2]> {
+        let parts: Vec<&str> = spec.split('/').collect();
+        let [group, version, plural, kind] = parts[..] else {
+            return None;
+        };
+        if [group, version, plural, kind].iter().any(|p| p.is_empty()) {
+            return None;
+        }
+        let mut crd = Kind::new(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            Scope::Global,
+        );
+        crd.field_selector = Some(format!("metadata.name={plural}.{group}"));
+        Some([crd, Kind::new(group, version, kind, plural, Scope::Global)])
+    }
+
+    /// `plural` for the core group, else `plural.group`: the edge store's collection name.
+    pub fn store_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    pub fn api_resource(&self) -> ApiResource {
+        let api_version = match self.group.is_empty() {
+            true => self.version.clone(),
+            false => format!("{}/{}", self.group, self.version),
+        };
+        ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version,
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn custom_resources_are_named_by_group_version_plural_and_kind() {
+        let [crd, k] = Kind::custom("devices.kubeedge.io/v1beta1/devices/Device").unwrap();
+        assert_eq!(
+            crd.field_selector.as_deref(),
+            Some("metadata.name=devices.devices.kubeedge.io")
+        );
+        assert_eq!(k.store_resource(), "devices.devices.kubeedge.io");
+        assert_eq!(k.api_resource().api_version, "devices.kubeedge.io/v1beta1");
+        assert_eq!(k.scope, Scope::Global);
+        assert!(Kind::custom("devices.kubeedge.io/v1beta1/devices").is_none());
+        assert!(Kind::custom("a//b/C").is_none());
+    }
+}

@@ -1,0 +1,449 @@
+//! What each edge node must hold, kept up to date as watch events arrive. Pure bookkeeping
+//! with no I/O: every change returns the sends and deletes it causes, per node.
+//!
+//! A node holds its Node and Lease, the pods bound to it, the configmaps, secrets and
+//! serviceaccounts those pods reference (counted per node, so an object shared by two pods
+//! leaves only with the last one), and every global object (services, endpointslices, cluster
+//! objects a kubelet reads).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::kinds::{EDGE_LABEL, Kind, NODE_LEASE_NAMESPACE, Scope};
+
+/// One object as watched.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Obj {
+    /// Index into the watched kinds.
+    pub kind: usize,
+    /// `resource/namespace/name` ([`wire::object_key`]).
+    pub key: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// The API's resourceVersion.
+    pub rv: String,
+    /// The object as JSON (with `apiVersion` and `kind`).
+    pub json: Bytes,
+    pub info: Info,
+}
+
+/// What the placement needs from an object's body.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) enum Info {
+    #[default]
+    Plain,
+    /// A pod: the node it is bound to (empty: unscheduled) and the keys it references.
+    Pod { node: String, refs: Vec<String> },
+    /// A node: whether it carries the edge label.
+    Node { edge: bool },
+}
+
+/// One thing to tell one node.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Out {
+    Upsert(String, Arc<Obj>),
+    Delete(String, Arc<Obj>),
+}
+
+/// The desired state of every edge node.
+pub(crate) struct State {
+    kinds: Vec<Kind>,
+    objects: HashMap<String, Arc<Obj>>,
+    edge: BTreeSet<String>,
+    pods_on: HashMap<String, BTreeSet<String>>,
+    /// node → referenced key → how many of its pods reference it.
+    node_refs: HashMap<String, HashMap<String, u32>>,
+    /// referenced key → node → count (the same counts, indexed the other way).
+    ref_nodes: HashMap<String, HashMap<String, u32>>,
+    globals: BTreeSet<String>,
+}
+
+// === impl Obj ===
+
+impl Obj {
+    /// Builds the object of kind `kind` (index `kind_id`) from its JSON.
+    pub fn from_value(kind_id: usize, kind: &Kind, mut value: Value) -> Obj {
+        if let Some(map) = value.as_object_mut() {
+            let api_version = kind.api_resource().api_version;
+            map.entry("apiVersion")
+                .or_insert(Value::String(api_version));
+            map.entry("kind")
+                .or_insert_with(|| Value::String(kind.kind.clone()));
+        }
+        let meta = &value["metadata"];
+        let text = |k: &str| meta[k].as_str().unwrap_or_default().to_owned();
+        let (namespace, name) = (text("namespace"), text("name"));
+        let info = match kind.scope {
+            Scope::Pod => Info::Pod {
+                node: value["spec"]["nodeName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into(),
+                refs: pod_refs(&namespace, &value),
+            },
+            Scope::Node => Info::Node {
+                edge: meta["labels"].get(EDGE_LABEL).is_some(),
+            },
+            _ => Info::Plain,
+        };
+        Obj {
+            kind: kind_id,
+            key: wire::object_key(&kind.store_resource(), Some(&namespace), &name),
+            uid: text("uid"),
+            rv: text("resourceVersion"),
+            // Serializing a Value cannot fail.
+            json: serde_json::to_vec(&value)
+                .expect("a JSON value serializes")
+                .into(),
+            namespace,
+            name,
+            info,
+        }
+    }
+}
+
+// === impl State ===
+
+impl State {
+    pub fn new(kinds: Vec<Kind>) -> State {
+        State {
+            kinds,
+            objects: HashMap::new(),
+            edge: BTreeSet::new(),
+            pods_on: HashMap::new(),
+            node_refs: HashMap::new(),
+            ref_nodes: HashMap::new(),
+            globals: BTreeSet::new(),
+        }
+    }
+
+    pub fn kinds(&self) -> &[Kind] {
+        &self.kinds
+    }
+
+    /// The object at `key`, if watched.
+    pub fn get(&self, key: &str) -> Option<&Arc<Obj>> {
+        self.objects.get(key)
+    }
+
+    /// The node pod `namespace/name` is bound to (`Some("")`: unscheduled).
+    pub fn pod_node(&self, namespace: &str, name: &str) -> Option<&str> {
+        let key = wire::object_key("pods", Some(namespace), name);
+        match &self.objects.get(&key)?.info {
+            Info::Pod { node, .. } => Some(node),
+            _ => None,
+        }
+    }
+
+    /// The edge nodes.
+    pub fn edge_nodes(&self) -> impl Iterator<Item = &str> {
+        self.edge.iter().map(String::as_str)
+    }
+
+    /// An object was added or changed.
+    pub fn apply(&mut self, obj: Obj) -> Vec<Out> {
+        let obj = Arc::new(obj);
+        let old = self.objects.insert(obj.key.clone(), obj.clone());
+        if old
+            .as_ref()
+            .is_some_and(|o| o.rv == obj.rv && o.json == obj.json)
+        {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        match self.kinds[obj.kind].scope {
+            Scope::Node => self.node_changed(&obj, &mut out),
+            Scope::Lease => self.to_owner(&obj, Out::Upsert, &mut out),
+            Scope::Pod => self.pod_changed(old.as_deref(), &obj, &mut out),
+            Scope::Referenced => {
+                for node in self.referencing(&obj.key) {
+                    out.push(Out::Upsert(node, obj.clone()));
+                }
+            }
+            Scope::Global => {
+                self.globals.insert(obj.key.clone());
+                for node in &self.edge {
+                    out.push(Out::Upsert(node.clone(), obj.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// An object was deleted.
+    pub fn delete(&mut self, key: &str) -> Vec<Out> {
+        let Some(obj) = self.objects.remove(key) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        match self.kinds[obj.kind].scope {
+            Scope::Node => {
+                if self.edge.remove(&obj.name) {
+                    out.push(Out::Delete(obj.name.clone(), obj));
+                }
+            }
+            Scope::Lease => self.to_owner(&obj, Out::Delete, &mut out),
+            Scope::Pod => {
+                if let Info::Pod { node, refs } = &obj.info
+                    && !node.is_empty()
+                {
+                    self.unbind(node, &obj, refs, &mut out);
+                }
+            }
+            Scope::Referenced => {
+                for node in self.referencing(key) {
+                    out.push(Out::Delete(node, obj.clone()));
+                }
+            }
+            Scope::Global => {
+                self.globals.remove(key);
+                for node in &self.edge {
+                    out.push(Out::Delete(node.clone(), obj.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// A watch of kind `kind` relisted: `objs` is everything there is now. What disappeared
+    /// while the watch was down is deleted, the rest applied.
+    pub fn relist(&mut self, kind: usize, objs: Vec<Obj>) -> Vec<Out> {
+        let fresh: HashSet<&str> = objs.iter().map(|o| o.key.as_str()).collect();
+        let gone: Vec<String> = self
+            .objects
+            .values()
+            .filter(|o| o.kind == kind && !fresh.contains(o.key.as_str()))
+            .map(|o| o.key.clone())
+            .collect();
+        let mut out = Vec::new();
+        for key in gone {
+            out.extend(self.delete(&key));
+        }
+        for obj in objs {
+            out.extend(self.apply(obj));
+        }
+        out
+    }
+
+    /// Everything `node` should hold (nothing unless it is an edge node): its Node, its Lease,
+    /// what its pods reference, the global objects, then its pods.
+    pub fn desired(&self, node: &str) -> Vec<Arc<Obj>> {
+        if !self.edge.contains(node) {
+            return Vec::new();
+        }
+        let node_key = wire::object_key("nodes", None, node);
+        let lease_key = wire::object_key(
+            "leases.coordination.k8s.io",
+            Some(NODE_LEASE_NAMESPACE),
+            node,
+        );
+        let refs = self.node_refs.get(node).into_iter().flat_map(|m| m.keys());
+        let pods = self.pods_on.get(node).into_iter().flatten();
+        [&node_key, &lease_key]
+            .into_iter()
+            .chain(refs)
+            .chain(self.globals.iter())
+            .chain(pods)
+            .filter_map(|k| self.objects.get(k).cloned())
+            .collect()
+    }
+
+    /// The digest of [`State::desired`], as the edge store computes it.
+    pub fn digest(&self, node: &str) -> wire::Digest {
+        wire::digest(
+            self.desired(node)
+                .iter()
+                .map(|o| (o.key.as_str(), o.rv.as_str())),
+        )
+    }
+
+    fn node_changed(&mut self, obj: &Arc<Obj>, out: &mut Vec<Out>) {
+        let is_edge = matches!(obj.info, Info::Node { edge: true });
+        let was_edge = self.edge.contains(&obj.name);
+        match (was_edge, is_edge) {
+            (false, true) => {
+                // A new edge node: everything it should hold.
+                self.edge.insert(obj.name.clone());
+                for o in self.desired(&obj.name) {
+                    out.push(Out::Upsert(obj.name.clone(), o));
+                }
+            }
+            (true, true) => out.push(Out::Upsert(obj.name.clone(), obj.clone())),
+            (true, false) => {
+                self.edge.remove(&obj.name);
+            }
+            (false, false) => {}
+        }
+    }
+
+    /// Sends a lease to the node it is named after.
+    fn to_owner(&self, obj: &Arc<Obj>, out_of: fn(String, Arc<Obj>) -> Out, out: &mut Vec<Out>) {
+        if obj.namespace == NODE_LEASE_NAMESPACE && self.edge.contains(&obj.name) {
+            out.push(out_of(obj.name.clone(), obj.clone()));
+        }
+    }
+
+    fn pod_changed(&mut self, old: Option<&Obj>, obj: &Arc<Obj>, out: &mut Vec<Out>) {
+        let Info::Pod { node, refs } = &obj.info else {
+            return;
+        };
+        let mut old_refs: &[String] = &[];
+        if let Some(Info::Pod {
+            node: old_node,
+            refs: held,
+        }) = old.map(|o| &o.info)
+        {
+            if old_node != node && !old_node.is_empty() {
+                let old_node = old_node.clone();
+                self.unbind(&old_node, old.expect("matched Some"), held, out);
+            } else {
+                old_refs = held;
+            }
+        }
+        if node.is_empty() {
+            return;
+        }
+        self.pods_on
+            .entry(node.clone())
+            .or_default()
+            .insert(obj.key.clone());
+        for r in refs.iter().filter(|r| !old_refs.contains(r)) {
+            self.reference(node, r, out);
+        }
+        for r in old_refs.iter().filter(|r| !refs.contains(r)) {
+            self.release(node, r, out);
+        }
+        if self.edge.contains(node) {
+            out.push(Out::Upsert(node.clone(), obj.clone()));
+        }
+    }
+
+    /// Takes pod `obj` (with `refs`) off `node`.
+    fn unbind(&mut self, node: &str, obj: &Obj, refs: &[String], out: &mut Vec<Out>) {
+        if let Some(pods) = self.pods_on.get_mut(node) {
+            pods.remove(&obj.key);
+            if pods.is_empty() {
+                self.pods_on.remove(node);
+            }
+        }
+        if self.edge.contains(node) {
+            out.push(Out::Delete(node.into(), Arc::new(obj.clone())));
+        }
+        for r in refs {
+            self.release(node, r, out);
+        }
+    }
+
+    fn reference(&mut self, node: &str, key: &str, out: &mut Vec<Out>) {
+        let count = self
+            .node_refs
+            .entry(node.into())
+            .or_default()
+            .entry(key.into())
+            .or_default();
+        *count += 1;
+        let first = *count == 1;
+        *self
+            .ref_nodes
+            .entry(key.into())
+            .or_default()
+            .entry(node.into())
+            .or_default() += 1;
+        if first
+            && self.edge.contains(node)
+            && let Some(obj) = self.objects.get(key)
+        {
+            out.push(Out::Upsert(node.into(), obj.clone()));
+        }
+    }
+
+    fn release(&mut self, node: &str, key: &str, out: &mut Vec<Out>) {
+        let last = decrement(&mut self.node_refs, node, key);
+        decrement(&mut self.ref_nodes, key, node);
+        if last
+            && self.edge.contains(node)
+            && let Some(obj) = self.objects.get(key)
+        {
+            out.push(Out::Delete(node.into(), obj.clone()));
+        }
+    }
+
+    /// The edge nodes whose pods reference `key`.
+    fn referencing(&self, key: &str) -> Vec<String> {
+        self.ref_nodes
+            .get(key)
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .filter(|n| self.edge.contains(*n))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Counts one reference fewer; true when it was the last.
+fn decrement(map: &mut HashMap<String, HashMap<String, u32>>, outer: &str, inner: &str) -> bool {
+    let Some(counts) = map.get_mut(outer) else {
+        return false;
+    };
+    let Some(count) = counts.get_mut(inner) else {
+        return false;
+    };
+    *count -= 1;
+    if *count > 0 {
+        return false;
+    }
+    counts.remove(inner);
+    if counts.is_empty() {
+        map.remove(outer);
+    }
+    true
+}
+
+/// The configmaps, secrets and serviceaccount a pod references, as store keys, sorted and
+/// without duplicates: volumes (also projected), env, envFrom, image pull secrets.
+pub(crate) fn pod_refs(namespace: &str, pod: &Value) -> Vec<String> {
+    let spec = &pod["spec"];
+    let mut refs = BTreeSet::new();
+    let mut add = |resource: &str, name: Option<&str>| {
+        if let Some(name) = name.filter(|n| !n.is_empty()) {
+            refs.insert(wire::object_key(resource, Some(namespace), name));
+        }
+    };
+    let sa = spec["serviceAccountName"].as_str().unwrap_or("default");
+    add("serviceaccounts", Some(sa));
+    for s in each(&spec["imagePullSecrets"]) {
+        add("secrets", s["name"].as_str());
+    }
+    for v in each(&spec["volumes"]) {
+        add("configmaps", v["configMap"]["name"].as_str());
+        add("secrets", v["secret"]["secretName"].as_str());
+        for source in each(&v["projected"]["sources"]) {
+            add("configmaps", source["configMap"]["name"].as_str());
+            add("secrets", source["secret"]["name"].as_str());
+        }
+    }
+    let containers = ["initContainers", "containers", "ephemeralContainers"];
+    for c in containers.iter().flat_map(|k| each(&spec[*k])) {
+        for e in each(&c["env"]) {
+            let from = &e["valueFrom"];
+            add("configmaps", from["configMapKeyRef"]["name"].as_str());
+            add("secrets", from["secretKeyRef"]["name"].as_str());
+        }
+        for e in each(&c["envFrom"]) {
+            add("configmaps", e["configMapRef"]["name"].as_str());
+            add("secrets", e["secretRef"]["name"].as_str());
+        }
+    }
+    refs.into_iter().collect()
+}
+
+fn each(v: &Value) -> impl Iterator<Item = &Value> {
+    v.as_array().into_iter().flatten()
+}
+
+#[cfg(test)]
+mod tests;

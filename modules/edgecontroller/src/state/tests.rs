@@ -1,0 +1,226 @@
+use serde_json::json;
+
+use super::*;
+
+fn state() -> State {
+    State::new(Kind::builtins())
+}
+
+fn kind_id(s: &State, plural: &str) -> usize {
+    s.kinds().iter().position(|k| k.plural == plural).unwrap()
+}
+
+fn obj(s: &State, plural: &str, value: Value) -> Obj {
+    let id = kind_id(s, plural);
+    Obj::from_value(id, &s.kinds()[id], value)
+}
+
+fn node(s: &State, name: &str, edge: bool, rv: &str) -> Obj {
+    let labels = match edge {
+        true => json!({EDGE_LABEL: ""}),
+        false => json!({}),
+    };
+    obj(
+        s,
+        "nodes",
+        json!({"metadata": {"name": name, "labels": labels, "resourceVersion": rv}}),
+    )
+}
+
+fn pod(s: &State, name: &str, on: &str, cm: &str, rv: &str) -> Obj {
+    obj(
+        s,
+        "pods",
+        json!({
+            "metadata": {"name": name, "namespace": "default", "uid": format!("u-{name}"), "resourceVersion": rv},
+            "spec": {"nodeName": on, "serviceAccountName": "sa", "containers": [{"name": "c"}],
+                     "volumes": [{"name": "v", "configMap": {"name": cm}}]},
+        }),
+    )
+}
+
+fn named(s: &State, plural: &str, name: &str, rv: &str) -> Obj {
+    obj(
+        s,
+        plural,
+        json!({"metadata": {"name": name, "namespace": "default", "resourceVersion": rv}}),
+    )
+}
+
+/// `(node, upsert?, key)` of each output.
+fn summary(out: &[Out]) -> Vec<(String, bool, String)> {
+    out.iter()
+        .map(|o| match o {
+            Out::Upsert(n, o) => (n.clone(), true, o.key.clone()),
+            Out::Delete(n, o) => (n.clone(), false, o.key.clone()),
+        })
+        .collect()
+}
+
+fn up(node: &str, key: &str) -> (String, bool, String) {
+    (node.into(), true, key.into())
+}
+
+fn del(node: &str, key: &str) -> (String, bool, String) {
+    (node.into(), false, key.into())
+}
+
+#[test]
+fn a_pod_brings_what_it_references_first_and_an_unreferenced_secret_stays_in_the_cloud() {
+    let mut s = state();
+    assert_eq!(
+        summary(&s.apply(node(&s, "e1", true, "1"))),
+        vec![up("e1", "nodes//e1")]
+    );
+    assert!(s.apply(named(&s, "configmaps", "cfg", "2")).is_empty());
+    assert!(s.apply(named(&s, "secrets", "unused", "3")).is_empty());
+    assert!(s.apply(named(&s, "serviceaccounts", "sa", "4")).is_empty());
+    let out = s.apply(pod(&s, "p", "e1", "cfg", "5"));
+    let mut got = summary(&out);
+    let last = got.pop().unwrap();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            up("e1", "configmaps/default/cfg"),
+            up("e1", "serviceaccounts/default/sa")
+        ]
+    );
+    assert_eq!(last, up("e1", "pods/default/p"), "the pod comes last");
+    // Editing the configmap reaches the node; the unreferenced secret never does.
+    assert_eq!(
+        summary(&s.apply(named(&s, "configmaps", "cfg", "6"))),
+        vec![up("e1", "configmaps/default/cfg")]
+    );
+    assert!(s.apply(named(&s, "secrets", "unused", "7")).is_empty());
+    assert!(
+        s.desired("e1")
+            .iter()
+            .all(|o| o.key != "secrets/default/unused")
+    );
+}
+
+#[test]
+fn a_shared_reference_leaves_the_node_with_its_last_pod() {
+    let mut s = state();
+    s.apply(node(&s, "e1", true, "1"));
+    s.apply(named(&s, "configmaps", "shared", "2"));
+    s.apply(pod(&s, "a", "e1", "shared", "3"));
+    s.apply(pod(&s, "b", "e1", "shared", "4"));
+    let out = summary(&s.delete("pods/default/a"));
+    assert_eq!(out, vec![del("e1", "pods/default/a")]);
+    let out = summary(&s.delete("pods/default/b"));
+    assert!(
+        out.contains(&del("e1", "configmaps/default/shared")),
+        "{out:?}"
+    );
+    assert!(out.contains(&del("e1", "pods/default/b")), "{out:?}");
+}
+
+#[test]
+fn changing_a_pods_reference_swaps_the_objects_at_the_node() {
+    let mut s = state();
+    s.apply(node(&s, "e1", true, "1"));
+    s.apply(named(&s, "configmaps", "old", "2"));
+    s.apply(named(&s, "configmaps", "new", "3"));
+    s.apply(pod(&s, "p", "e1", "old", "4"));
+    let out = summary(&s.apply(pod(&s, "p", "e1", "new", "5")));
+    assert_eq!(
+        out,
+        vec![
+            up("e1", "configmaps/default/new"),
+            del("e1", "configmaps/default/old"),
+            up("e1", "pods/default/p"),
+        ]
+    );
+}
+
+#[test]
+fn only_edge_nodes_hold_anything_and_a_new_edge_node_gets_everything() {
+    let mut s = state();
+    s.apply(named(&s, "services", "svc", "1"));
+    s.apply(named(&s, "configmaps", "cfg", "2"));
+    s.apply(pod(&s, "p", "n1", "cfg", "3"));
+    assert!(s.apply(node(&s, "n1", false, "4")).is_empty());
+    assert!(s.desired("n1").is_empty());
+    let mut got = summary(&s.apply(node(&s, "n1", true, "5")));
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            up("n1", "configmaps/default/cfg"),
+            up("n1", "nodes//n1"),
+            up("n1", "pods/default/p"),
+            up("n1", "services/default/svc"),
+        ]
+    );
+    // Services go to every edge node.
+    s.apply(node(&s, "n2", true, "6"));
+    let mut got = summary(&s.apply(named(&s, "services", "svc", "7")));
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            up("n1", "services/default/svc"),
+            up("n2", "services/default/svc")
+        ]
+    );
+}
+
+#[test]
+fn a_relist_deletes_what_vanished_while_the_watch_was_down() {
+    let mut s = state();
+    s.apply(node(&s, "e1", true, "1"));
+    s.apply(named(&s, "services", "a", "2"));
+    s.apply(named(&s, "services", "b", "3"));
+    let kind = kind_id(&s, "services");
+    let out = summary(&s.relist(kind, vec![named(&s, "services", "b", "3")]));
+    assert_eq!(out, vec![del("e1", "services/default/a")]);
+}
+
+#[test]
+fn the_digest_is_the_one_the_edge_computes_over_what_it_holds() {
+    let mut s = state();
+    s.apply(node(&s, "e1", true, "1"));
+    s.apply(named(&s, "configmaps", "cfg", "2"));
+    s.apply(pod(&s, "p", "e1", "cfg", "3"));
+    let expected = wire::digest([
+        ("nodes//e1", "1"),
+        ("configmaps/default/cfg", "2"),
+        ("pods/default/p", "3"),
+    ]);
+    assert_eq!(s.digest("e1"), expected);
+    assert_eq!(s.digest("other"), wire::Digest::EMPTY);
+}
+
+#[test]
+fn every_kind_of_pod_reference_is_found() {
+    let pod = json!({"spec": {
+        "imagePullSecrets": [{"name": "pull"}],
+        "volumes": [
+            {"configMap": {"name": "vol-cm"}}, {"secret": {"secretName": "vol-s"}},
+            {"projected": {"sources": [{"configMap": {"name": "proj-cm"}}, {"secret": {"name": "proj-s"}}, {"serviceAccountToken": {}}]}},
+        ],
+        "initContainers": [{"envFrom": [{"configMapRef": {"name": "init-cm"}}]}],
+        "containers": [{
+            "env": [{"valueFrom": {"configMapKeyRef": {"name": "env-cm"}}}, {"valueFrom": {"secretKeyRef": {"name": "env-s"}}}],
+            "envFrom": [{"secretRef": {"name": "from-s"}}],
+        }],
+    }});
+    let names: Vec<String> = pod_refs("ns", &pod);
+    assert_eq!(
+        names,
+        [
+            "configmaps/ns/env-cm",
+            "configmaps/ns/init-cm",
+            "configmaps/ns/proj-cm",
+            "configmaps/ns/vol-cm",
+            "secrets/ns/env-s",
+            "secrets/ns/from-s",
+            "secrets/ns/proj-s",
+            "secrets/ns/pull",
+            "secrets/ns/vol-s",
+            "serviceaccounts/ns/default",
+        ]
+    );
+}

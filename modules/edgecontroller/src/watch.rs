@@ -1,0 +1,99 @@
+//! One watch per resource type (kube-runtime's watcher: list, then watch, relist on 410),
+//! turned into events for the run loop.
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::watcher;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::kinds::Kind;
+use crate::state::Obj;
+
+/// What a watch saw.
+pub(crate) enum WatchEvent {
+    Apply(Obj),
+    /// The object at this key was deleted.
+    Delete(String),
+    /// A (re)list finished: everything of the kind there is now.
+    Relisted {
+        kind: usize,
+        objs: Vec<Obj>,
+    },
+}
+
+/// Starts a watch for every kind; events go to `tx` until `shutdown`.
+pub(crate) fn spawn(
+    client: &Client,
+    kinds: &[Kind],
+    tx: mpsc::Sender<WatchEvent>,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) {
+    for (id, kind) in kinds.iter().enumerate() {
+        let (client, kind, tx, shutdown) =
+            (client.clone(), kind.clone(), tx.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = watch(client, id, kind, tx) => {}
+            }
+        });
+    }
+}
+
+async fn watch(client: Client, id: usize, kind: Kind, tx: mpsc::Sender<WatchEvent>) {
+    let ar = kind.api_resource();
+    let api: Api<DynamicObject> = match &kind.namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &ar),
+        None => Api::all_with(client, &ar),
+    };
+    let mut config = watcher::Config::default();
+    if let Some(fields) = &kind.field_selector {
+        config = config.fields(fields);
+    }
+    let stream = watcher::watcher(api, config);
+    futures::pin_mut!(stream);
+    let mut listing: Option<Vec<Obj>> = None;
+    let mut failures = 0u32;
+    while let Some(event) = stream.next().await {
+        let obj = |o: DynamicObject| to_obj(id, &kind, o);
+        let sent = match event {
+            Ok(watcher::Event::Init) => {
+                listing = Some(Vec::new());
+                continue;
+            }
+            Ok(watcher::Event::InitApply(o)) => {
+                listing.get_or_insert_default().push(obj(o));
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => {
+                let objs = listing.take().unwrap_or_default();
+                tracing::debug!(resource = %kind.store_resource(), objects = objs.len(), "listed");
+                tx.send(WatchEvent::Relisted { kind: id, objs }).await
+            }
+            Ok(watcher::Event::Apply(o)) => tx.send(WatchEvent::Apply(obj(o))).await,
+            Ok(watcher::Event::Delete(o)) => tx.send(WatchEvent::Delete(obj(o).key)).await,
+            Err(e) => {
+                failures += 1;
+                tracing::warn!(resource = %kind.store_resource(), error = %e, "watch failed; retrying");
+                // The watcher retries on the next poll; pace it.
+                let pause = 100u64 << failures.min(6);
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                continue;
+            }
+        };
+        failures = 0;
+        if sent.is_err() {
+            return; // the run loop ended
+        }
+    }
+}
+
+fn to_obj(id: usize, kind: &Kind, obj: DynamicObject) -> Obj {
+    // A DynamicObject always serializes.
+    let value = serde_json::to_value(&obj).expect("an object serializes");
+    Obj::from_value(id, kind, value)
+}
