@@ -29,6 +29,8 @@ pub struct Modules {
     pub api_server: apiserver::Config,
     /// The cloud end of the link.
     pub cloud_hub: cloudhub::Config,
+    /// What each edge node holds, from Kubernetes watches; applies nodes' writes.
+    pub edge_controller: edgecontroller::Config,
 }
 
 /// `kubeAPIConfig`.

@@ -1,8 +1,9 @@
 //! cloudcore: the cloud daemon. It loads `cloudcore.yaml`, registers the enabled cloud modules
-//! with beehive and serves the monitor endpoints. Built so far: the embedded control plane
-//! (apiserver, on when `kubeAPIConfig.kubeConfig` is empty) and cloudhub (the cloud end of the
-//! link). edgecontroller joins next; until then [`start_with`] lets a caller add its own modules
-//! (tests use it for a stand-in controller).
+//! with beehive and serves the monitor endpoints: the embedded control plane (apiserver, on
+//! when `kubeAPIConfig.kubeConfig` is empty), cloudhub (the cloud end of the link) and
+//! edgecontroller (what each node holds, from the Kubernetes API reached through the same
+//! `kube` client code either way). [`start_with`] lets a caller add its own modules (link tests
+//! use it for a stand-in controller, with edgecontroller disabled).
 #![forbid(unsafe_code)]
 
 mod config;
@@ -30,6 +31,7 @@ pub struct Running {
     core: Core,
     hub: Option<cloudhub::Handle>,
     api: Option<apiserver::Handle>,
+    controller: Option<edgecontroller::Handle>,
     kubeconfig: Option<std::path::PathBuf>,
 }
 
@@ -68,6 +70,17 @@ pub async fn start_with(
         runtime.register(module);
         hub = Some(handle);
     }
+    let mut controller = None;
+    if config.modules.edge_controller.enable
+        && let Some(path) = &kubeconfig
+    {
+        let client = kube_client(path).await?;
+        let (module, handle) =
+            edgecontroller::EdgeController::new(config.modules.edge_controller.clone(), client)
+                .context("starting modules.edgeController")?;
+        runtime.register(module);
+        controller = Some(handle);
+    }
     for module in extra {
         runtime.register_with_capacity(module, capacity);
     }
@@ -87,8 +100,20 @@ pub async fn start_with(
         core,
         hub,
         api,
+        controller,
         kubeconfig,
     })
+}
+
+/// A Kubernetes client from a kubeconfig file (the real cluster's, or the embedded one's).
+async fn kube_client(path: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let what = || format!("reading kubeAPIConfig.kubeConfig {}", path.display());
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).with_context(what)?;
+    let options = kube::config::KubeConfigOptions::default();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .with_context(what)?;
+    kube::Client::try_from(config).with_context(what)
 }
 
 // === impl Running ===
@@ -108,6 +133,11 @@ impl Running {
     /// embedded control plane's admin kubeconfig.
     pub fn kubeconfig(&self) -> Option<&std::path::Path> {
         self.kubeconfig.as_deref()
+    }
+
+    /// edgecontroller's handle (readiness, counters), if enabled.
+    pub fn controller(&self) -> Option<&edgecontroller::Handle> {
+        self.controller.as_ref()
     }
 
     /// cloudhub's handle (bound addresses, CA, counters), if enabled.

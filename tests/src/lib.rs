@@ -107,6 +107,31 @@ pub async fn cloud_with(
     ports: Ports,
     tweak: impl Fn(&mut cloudcore::Config),
 ) -> Cloud {
+    let mut config = cloud_config(pki, ports);
+    // The stand-in controller takes edgecontroller's place.
+    config.modules.edge_controller.enable = false;
+    tweak(&mut config);
+    let extra = vec![Controller::module(desired.clone())];
+    start_cloud(config, desired, extra).await
+}
+
+/// Starts the whole cloudcore (embedded control plane, cloudhub, edgecontroller) on loopback.
+pub async fn k8s_cloud(pki: &Pki, ports: Ports) -> Cloud {
+    let cloud = start_cloud(cloud_config(pki, ports), Desired::new(), Vec::new()).await;
+    let mut ready = cloud
+        .running
+        .controller()
+        .expect("edgecontroller runs")
+        .ready();
+    tokio::time::timeout(Duration::from_secs(30), ready.wait_for(|r| *r))
+        .await
+        .expect("edgecontroller listed every resource within 30s")
+        .unwrap();
+    cloud
+}
+
+/// The config of a cloudcore on loopback using the test CA, every module enabled.
+pub fn cloud_config(pki: &Pki, ports: Ports) -> cloudcore::Config {
     let mut config = cloudcore::Config::default();
     config.common_config.monitor_server.enable = false;
     config.common_config.shutdown_grace_period = Duration::from_secs(5);
@@ -131,14 +156,20 @@ pub async fn cloud_with(
     api.tls_private_key_file = pki.path("apiserver/server.key");
     api.token_file = pki.path("apiserver/admin.token");
     api.admin_kubeconfig = pki.path("admin.kubeconfig");
-    tweak(&mut config);
+    config
+}
+
+async fn start_cloud(
+    config: cloudcore::Config,
+    desired: Arc<Desired>,
+    extra: Vec<Arc<dyn beehive::Module>>,
+) -> Cloud {
     // A cloud restarted in the same process may find its old QUIC socket still draining for a
     // moment (a restarted process would not): retry the bind for a bounded time.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     loop {
         let shutdown = CancellationToken::new();
-        let extra = vec![Controller::module(desired.clone())];
-        match cloudcore::start_with(config.clone(), shutdown.clone(), extra).await {
+        match cloudcore::start_with(config.clone(), shutdown.clone(), extra.clone()).await {
             Ok(running) => {
                 return Cloud {
                     running,
