@@ -26,7 +26,8 @@ pub enum Dialer {
 pub struct SimEdge {
     pub node: String,
     tls: ClientTls,
-    store: std::sync::Mutex<HashMap<String, String>>,
+    /// key → (resourceVersion, when it was applied).
+    store: std::sync::Mutex<HashMap<String, (String, Instant)>>,
     pub stats: SimStats,
 }
 
@@ -51,6 +52,17 @@ impl SimEdge {
 
     pub fn held(&self) -> usize {
         self.store.lock().unwrap().len()
+    }
+
+    /// The resourceVersion held at `key`, and when it was applied.
+    pub fn version(&self, key: &str) -> Option<(String, Instant)> {
+        self.store.lock().unwrap().get(key).cloned()
+    }
+
+    /// How many keys start with `prefix` (`pods/`).
+    pub fn count(&self, prefix: &str) -> usize {
+        let store = self.store.lock().unwrap();
+        store.keys().filter(|k| k.starts_with(prefix)).count()
     }
 
     /// Connects and serves sessions until `shutdown`, reconnecting with full jitter (base 1 s,
@@ -103,7 +115,7 @@ impl SimEdge {
                 .lock()
                 .unwrap()
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone())),
+                .map(|(k, (v, _))| (k.clone(), v.clone())),
         );
         let hello = Hello {
             protocol_versions: wire::SUPPORTED_PROTOCOL_VERSIONS.to_vec(),
@@ -175,14 +187,8 @@ impl SimEdge {
                 store.remove(&key);
             }
             _ => {
-                store.insert(
-                    key,
-                    msg.header
-                        .resource_version
-                        .as_deref()
-                        .unwrap_or("")
-                        .to_string(),
-                );
+                let rv = msg.header.resource_version.as_deref().unwrap_or("");
+                store.insert(key, (rv.to_string(), Instant::now()));
             }
         }
         self.stats.applied.fetch_add(1, Ordering::Relaxed);
@@ -195,7 +201,7 @@ impl SimEdge {
             .lock()
             .unwrap()
             .iter()
-            .map(|(k, v)| InventoryEntry {
+            .map(|(k, (v, _))| InventoryEntry {
                 key: k.clone(),
                 resource_version: v.clone(),
             })

@@ -6,7 +6,10 @@
 //! - `idle`: N idle QUIC sessions held by a cloudhub in a child process, its resident memory
 //!   per session;
 //! - `storm`: N nodes holding objects, cloudcore restarted, time until all are resynced and how
-//!   many objects were sent again.
+//!   many objects were sent again;
+//! - `fanout`: the whole cloud (embedded control plane, edgecontroller, cloudhub) with N nodes
+//!   holding P pods each that mount one shared configmap; the configmap is updated and the time
+//!   until each node committed the new version is reported.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -66,6 +69,18 @@ enum Scenario {
         #[arg(long, default_value_t = 100)]
         watchers: usize,
     },
+    /// One configmap referenced on every node is updated: time until every node has it.
+    Fanout {
+        #[arg(long, default_value_t = 1_000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 10)]
+        pods: usize,
+        #[arg(long, default_value_t = 16)]
+        sockets: usize,
+        /// Updates to time, one after the other.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// (internal) A cloudcore for `idle`, in its own process.
     ServeCloud {
         #[arg(long)]
@@ -102,6 +117,12 @@ fn main() -> anyhow::Result<()> {
                 sockets,
             } => storm(nodes, objects, sockets).await,
             Scenario::Api { pods, watchers } => api_bench(pods, watchers).await,
+            Scenario::Fanout {
+                nodes,
+                pods,
+                sockets,
+                rounds,
+            } => fanout(nodes, pods, sockets, rounds).await,
             Scenario::ServeCloud {
                 dir,
                 quic_port,
@@ -608,6 +629,111 @@ async fn api_bench(pods: usize, watchers: usize) -> anyhow::Result<()> {
         pct(&lat, 50),
         pct(&lat, 99),
     );
+    cloud.stop().await;
+    Ok(())
+}
+
+async fn fanout(nodes: usize, pods: usize, sockets: usize, rounds: usize) -> anyhow::Result<()> {
+    use futures::{StreamExt, TryStreamExt};
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+
+    let pki = Pki::new();
+    let cloud = e2e::k8s_cloud(&pki, Ports::default()).await;
+    let client = cloud.kube().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "shared"}, "data": {"round": "0"}}),
+    )?;
+    cms.create(&PostParams::default(), &cm).await?;
+    let addr = cloud.addr(Transport::Quic);
+    let dialers = quic_dialers(sockets)?;
+    let shutdown = CancellationToken::new();
+    let sims: Vec<Arc<SimEdge>> = (0..nodes)
+        .map(|i| {
+            let node = format!("fan-{i}");
+            let sim = SimEdge::new(&node, node_tls(&pki.ca, &node));
+            let dialer = Dialer::Quic(dialers[i % dialers.len()].clone());
+            tokio::spawn(sim.clone().run(dialer, addr, shutdown.clone()));
+            sim
+        })
+        .collect();
+    // Nodes register themselves on first connect; each then holds its own Node.
+    wait_for("every node registered", Duration::from_secs(600), || {
+        sims.iter().all(|s| s.count("nodes/") == 1)
+    })
+    .await?;
+    let started = Instant::now();
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    futures::stream::iter(0..nodes * pods)
+        .map(|i| {
+            let pod_api = pod_api.clone();
+            async move {
+                let pod: Pod = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": format!("fan-{}-{}", i / pods, i % pods)},
+                    "spec": {
+                        "nodeName": format!("fan-{}", i / pods),
+                        "containers": [{"name": "c", "image": "busybox"}],
+                        "volumes": [{"name": "cfg", "configMap": {"name": "shared"}}],
+                    },
+                }))?;
+                pod_api.create(&PostParams::default(), &pod).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await?;
+    wait_for(
+        "every node holds its pods and the configmap",
+        Duration::from_secs(600),
+        || {
+            sims.iter()
+                .all(|s| s.count("pods/") == pods && s.count("configmaps/") == 1)
+        },
+    )
+    .await?;
+    println!(
+        "fanout setup: {nodes} nodes, {} pods created and delivered in {:.1}s",
+        nodes * pods,
+        started.elapsed().as_secs_f64()
+    );
+    let key = wire::object_key("configmaps", Some("default"), "shared");
+    for round in 1..=rounds {
+        let start = Instant::now();
+        let patch = serde_json::json!({"data": {"round": round.to_string()}});
+        let updated = cms
+            .patch("shared", &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let rv = updated
+            .metadata
+            .resource_version
+            .context("no resourceVersion")?;
+        wait_for(
+            "every node holds the update",
+            Duration::from_secs(120),
+            || {
+                sims.iter()
+                    .all(|s| s.version(&key).is_some_and(|(v, _)| v == rv))
+            },
+        )
+        .await?;
+        let mut ms: Vec<f64> = sims
+            .iter()
+            .filter_map(|s| s.version(&key))
+            .map(|(_, at)| at.saturating_duration_since(start).as_secs_f64() * 1e3)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        let pct = |p: f64| ms[((ms.len() as f64 * p).ceil() as usize).clamp(1, ms.len()) - 1];
+        println!(
+            "fanout round {round}: configmap update committed on {} nodes: p50 {:.0} ms, p99 {:.0} ms, last {:.0} ms",
+            ms.len(),
+            pct(0.50),
+            pct(0.99),
+            pct(1.0)
+        );
+    }
+    shutdown.cancel();
     cloud.stop().await;
     Ok(())
 }
