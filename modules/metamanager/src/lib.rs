@@ -13,10 +13,14 @@ mod error;
 mod module;
 pub mod object;
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
-use objstore::{Digest, InventoryFilter, Store};
+use objstore::{Digest, InventoryFilter, Mutation, ObjKey, Store, StoredObject};
+use serde_json::Value;
 use tokio::sync::Notify;
+
+use crate::object::Parsed;
 
 pub use config::{Config, DatabaseConfig};
 pub use error::MetaError;
@@ -66,7 +70,160 @@ impl Handle {
         Ok(self.store.inventory(InventoryFilter::default()).await?)
     }
 
+    /// Stores `value` as a change made on this node (lwproxy's offline status writes) and
+    /// returns the object as stored. It gets a new local revision, which becomes its
+    /// `metadata.resourceVersion`; the uid and cloud resourceVersion held for the object are
+    /// kept (empty for an object the cloud never sent), so the cloud's next version of it still
+    /// replaces the local one and the resync digest still names what the cloud sent.
+    ///
+    /// `based_on` is the local revision `value` was computed from, `None` when the object must
+    /// not be held yet. If the held object is not at that revision any more (a downstream write
+    /// came in between), nothing is stored and `Ok(None)` is returned: read again and retry.
+    pub async fn put_local(
+        &self,
+        key: ObjKey,
+        value: Value,
+        based_on: Option<u64>,
+    ) -> Result<Option<Arc<StoredObject>>, MetaError> {
+        let resource = key.resource.clone();
+        let applied = self
+            .store
+            .mutate(key, move |current, revision| {
+                if current.map(|c| c.revision) != based_on {
+                    return Ok::<_, Infallible>((Mutation::Keep, false));
+                }
+                let (uid, cloud_rv) = match current {
+                    Some(held) => (held.uid.clone(), held.resource_version.clone()),
+                    None => (uid_of(&value), String::new()),
+                };
+                let parsed = Parsed {
+                    uid,
+                    resource_version: cloud_rv.clone(),
+                    value,
+                };
+                let object = parsed.into_new_object(&resource, &cloud_rv, revision);
+                Ok((Mutation::Put(object), true))
+            })
+            .await?;
+        let Ok(applied) = applied;
+        Ok(applied.object.filter(|_| applied.output))
+    }
+
     pub(crate) fn notify_outbox(&self) {
         self.outbox_changed.notify_one();
+    }
+}
+
+fn uid_of(value: &Value) -> String {
+    value["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use objstore::StoreConfig;
+    use serde_json::json;
+
+    use super::*;
+    use crate::apply::{Outcome, upsert};
+
+    fn handle() -> (tempfile::TempDir, Handle) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("edge.db"), StoreConfig::default()).unwrap();
+        (dir, Handle::new(store))
+    }
+
+    fn pod(rv: &str, phase: &str) -> Value {
+        json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": "u1", "resourceVersion": rv},
+            "spec": {"nodeName": "n1"},
+            "status": {"phase": phase},
+        })
+    }
+
+    /// Stores `obj` as the cloud's version, the way a downstream write does.
+    async fn from_cloud(h: &Handle, obj: Value) -> Arc<StoredObject> {
+        let bytes = serde_json::to_vec(&obj).unwrap();
+        let parsed = Parsed::from_json("pods", &bytes).unwrap();
+        let rv = parsed.resource_version.clone();
+        let new = parsed.into_new_object("pods", &rv, h.store().revision() + 1);
+        h.store().put(key(), new).await.unwrap()
+    }
+
+    fn key() -> ObjKey {
+        ObjKey::new("pods", "default", "p")
+    }
+
+    #[tokio::test]
+    async fn a_local_change_gets_a_local_revision_and_keeps_the_cloud_version() {
+        let (_dir, h) = handle();
+        let held = from_cloud(&h, pod("100", "Pending")).await;
+        let stored = h
+            .put_local(key(), pod("100", "Running"), Some(held.revision))
+            .await
+            .unwrap()
+            .expect("based on the held revision");
+        assert!(stored.revision > held.revision);
+        assert_eq!(
+            (stored.uid.as_str(), stored.resource_version.as_str()),
+            ("u1", "100")
+        );
+        assert_eq!(stored.field("status.phase"), Some("Running"));
+        let json: Value = serde_json::from_slice(&stored.value).unwrap();
+        assert_eq!(
+            json["metadata"]["resourceVersion"],
+            stored.revision.to_string()
+        );
+        // The cloud's next version replaces the local change; a repeat of the old one does not.
+        assert_eq!(
+            upsert(Some(&stored), parsed(pod("100", "Pending")), "pods", 9).1,
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            upsert(Some(&stored), parsed(pod("101", "Running")), "pods", 9).1,
+            Outcome::Applied
+        );
+    }
+
+    #[tokio::test]
+    async fn a_change_based_on_an_old_revision_stores_nothing() {
+        let (_dir, h) = handle();
+        let first = from_cloud(&h, pod("100", "Pending")).await;
+        let second = from_cloud(&h, pod("101", "Pending")).await;
+        let stale = h
+            .put_local(key(), pod("", "Running"), Some(first.revision))
+            .await;
+        assert!(stale.unwrap().is_none());
+        let absent = h.put_local(key(), pod("", "Running"), None).await;
+        assert!(
+            absent.unwrap().is_none(),
+            "based on nothing, but the object is held"
+        );
+        let held = h.store().get(&key()).await.unwrap().unwrap();
+        assert_eq!(held.revision, second.revision);
+    }
+
+    #[tokio::test]
+    async fn an_object_the_cloud_never_sent_is_held_with_no_cloud_version() {
+        let (_dir, h) = handle();
+        let stored = h
+            .put_local(key(), pod("", "Running"), None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (stored.uid.as_str(), stored.resource_version.as_str()),
+            ("u1", "")
+        );
+        assert_eq!(
+            upsert(Some(&stored), parsed(pod("7", "Running")), "pods", 9).1,
+            Outcome::Applied
+        );
+    }
+
+    fn parsed(obj: Value) -> Parsed {
+        Parsed::from_json("pods", &serde_json::to_vec(&obj).unwrap()).unwrap()
     }
 }
