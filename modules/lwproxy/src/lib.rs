@@ -1,1 +1,252 @@
-//! lwproxy (in progress).
+//! lwproxy: the edge's Kubernetes endpoint (default `http://127.0.0.1:10550`) for kubelet,
+//! kube-proxy and kubectl on the node. Reads — discovery, get, list, watch, tables — are served
+//! by the kapi REST layer straight from the edge store metamanager keeps, so they work offline
+//! and resume from local resourceVersions. Writes are sent to the cloud: a request to edgehub
+//! (group `resource`, resource `<namespace>/<store resource>/<name>`) carrying a
+//! [`ForwardedWrite`](apimachinery::ForwardedWrite), answered by the cloud's
+//! [`ForwardedReply`](apimachinery::ForwardedReply). While the link is down, pod and node
+//! status and lease writes are applied to the store and queued for the cloud through
+//! metamanager's outbox; other writes get a 503. Loopback callers are trusted as a local admin.
+#![forbid(unsafe_code)]
+
+mod backend;
+mod config;
+mod crds;
+mod envelope;
+mod error;
+mod local;
+mod serve;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use beehive::{Context, Mailbox, Module, ModuleError};
+use edgehub::LinkState;
+use kapi::{Api, Registry, User};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::backend::Forwarder;
+
+pub use config::Config;
+pub use error::LwProxyError;
+
+/// Module name.
+pub const NAME: &str = "lwproxy";
+/// The group of the write requests lwproxy sends (to edgehub, and queued through metamanager).
+pub const MESSAGE_GROUP: &str = "resource";
+/// Who a request without credentials is: loopback callers are the node's own components.
+pub const LOCAL_ADMIN: &str = "system:admin";
+
+/// How long open connections get to finish at shutdown.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// The lwproxy module: bound by [`LwProxy::bind`], serving once run.
+pub struct LwProxy {
+    config: Config,
+    forwarder: Arc<Forwarder>,
+    store: objstore::Store,
+    registry: Registry,
+    serving: Mutex<Option<Serving>>,
+}
+
+/// What the first run takes to serve.
+struct Serving {
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    app: axum::Router,
+}
+
+/// What the daemon and tests need to reach lwproxy.
+#[derive(Clone, Debug)]
+pub struct Handle {
+    addr: SocketAddr,
+    tls: bool,
+}
+
+// === impl LwProxy ===
+
+impl LwProxy {
+    /// Loads the TLS files (if any), serves the CRDs held in the store, and binds the listener,
+    /// so the address is known (and taken) before the module runs. `link` says whether writes
+    /// can be forwarded to the cloud.
+    pub async fn bind(
+        config: Config,
+        meta: metamanager::Handle,
+        link: watch::Receiver<LinkState>,
+    ) -> Result<(LwProxy, Handle), LwProxyError> {
+        let tls = tls_config(&config)?.map(Arc::new);
+        let store = meta.store().clone();
+        let registry = Registry::new(apimachinery::catalog::builtins());
+        kapi::local::register_existing_crds(&store, &registry).await?;
+        let forwarder = Forwarder::new(meta, link, config.forward_timeout);
+        let api = Api {
+            registry: registry.clone(),
+            store: store.clone(),
+            backend: forwarder.clone(),
+            version: version(),
+            default_user: Some(User {
+                name: LOCAL_ADMIN.into(),
+                groups: vec!["system:masters".into(), "system:authenticated".into()],
+            }),
+        };
+        let bind_error = |source| LwProxyError::Bind {
+            addr: config.server,
+            source,
+        };
+        let listener = TcpListener::bind(config.server).await.map_err(bind_error)?;
+        let addr = listener.local_addr().map_err(bind_error)?;
+        let handle = Handle {
+            addr,
+            tls: tls.is_some(),
+        };
+        tracing::info!(bound = %addr, url = %handle.url(), "lwproxy listening");
+        let serving = Serving {
+            listener,
+            tls,
+            app: kapi::router(api),
+        };
+        let proxy = LwProxy {
+            config,
+            forwarder,
+            store,
+            registry,
+            serving: Mutex::new(Some(serving)),
+        };
+        Ok((proxy, handle))
+    }
+}
+
+#[beehive::async_trait]
+impl Module for LwProxy {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn group(&self) -> &str {
+        NAME
+    }
+
+    fn enabled(&self) -> bool {
+        self.config.enable
+    }
+
+    async fn run(
+        &self,
+        ctx: Context,
+        mailbox: &mut Mailbox,
+        shutdown: CancellationToken,
+    ) -> Result<(), ModuleError> {
+        let taken = self
+            .serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(s) = taken else {
+            return Err("the lwproxy listener was already used by an earlier run".into());
+        };
+        self.forwarder.attach(ctx);
+        let tasks = TaskTracker::new();
+        let crds = crds::follow(self.store.clone(), self.registry.clone(), shutdown.clone());
+        tasks.spawn(crds);
+        let serving = serve::serve(s.listener, s.tls, s.app, shutdown.clone(), tasks.clone());
+        tokio::pin!(serving);
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                () = &mut serving => break,
+                m = mailbox.recv() => match m {
+                    Some(m) => tracing::debug!(msg_id = %m.id(), operation = %m.operation(), resource = m.resource(), "message for lwproxy ignored"),
+                    None => break,
+                },
+            }
+        }
+        tasks.close();
+        if tokio::time::timeout(DRAIN, tasks.wait()).await.is_err() {
+            tracing::warn!("some lwproxy connections were still open at shutdown");
+        }
+        Ok(())
+    }
+}
+
+// === impl Handle ===
+
+impl Handle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Whether lwproxy serves HTTPS.
+    pub fn tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The URL clients use (`http://127.0.0.1:10550`); an unspecified bind address is
+    /// reached on loopback.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        let ip = match self.addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        format!("{scheme}://{}", SocketAddr::new(ip, self.addr.port()))
+    }
+}
+
+/// The rustls config for `tlsCertFile`/`tlsPrivateKeyFile` (client certificates from
+/// `tlsCaFile` accepted, never required), or `None` for plain HTTP.
+fn tls_config(config: &Config) -> Result<Option<rustls::ServerConfig>, LwProxyError> {
+    let cert = &config.tls_cert_file;
+    let key = &config.tls_private_key_file;
+    let ca = &config.tls_ca_file;
+    let set = |p: &std::path::Path| !p.as_os_str().is_empty();
+    match (set(cert), set(key)) {
+        (false, false) if set(ca) => {
+            return Err(LwProxyError::Config(
+                "tlsCaFile is set but tlsCertFile and tlsPrivateKeyFile are not".into(),
+            ));
+        }
+        (false, false) => return Ok(None),
+        (true, true) => {}
+        _ => {
+            return Err(LwProxyError::Config(
+                "tlsCertFile and tlsPrivateKeyFile must be set together".into(),
+            ));
+        }
+    }
+    let (cert_pem, key_pem) = (pki::read_pem(cert)?, pki::read_pem(key)?);
+    let alpn: &[&[u8]] = &[b"h2", b"http/1.1"];
+    let tls = if set(ca) {
+        let ca_pem = pki::read_pem(ca)?;
+        pki::server_config_optional_client(&ca_pem, &cert_pem, &key_pem, alpn)?
+    } else {
+        pki::server_config(None, &cert_pem, &key_pem, alpn)?
+    };
+    Ok(Some(tls))
+}
+
+/// The `/version` answer.
+fn version() -> serde_json::Value {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    serde_json::json!({
+        "major": "1",
+        "minor": "32",
+        "gitVersion": "v1.32.0-kubeedge-rs",
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{arch}", std::env::consts::OS),
+    })
+}

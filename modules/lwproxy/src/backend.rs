@@ -1,0 +1,350 @@
+//! lwproxy's [`kapi::Backend`]: where a client's write goes.
+//!
+//! While the link is up, every write is forwarded: a [`ForwardedWrite`] (resourceVersion
+//! preconditions rewritten for the cloud, see [`crate::envelope`]) goes to edgehub as a sync
+//! request, and the cloud's [`ForwardedReply`] comes back as the answer, unchanged. While it is
+//! down, the writes a kubelet needs to keep reporting ([`LocalWrite`]) are applied to the edge
+//! store and queued for the cloud in metamanager's outbox as a PUT of the whole object without
+//! a resourceVersion, so the cloud takes the latest one whenever it arrives; every other write
+//! is a 503. A status write edgehub refuses to send (the link dropped under it) is applied
+//! locally too.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use apimachinery::patch::PatchType;
+use apimachinery::status::OPTIMISTIC_LOCK_MSG;
+use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
+use beehive::{Context, Message, Operation, SyncError};
+use bytes::Bytes;
+use edgehub::LinkState;
+use kapi::{Backend, DeleteOptions, WriteRequest};
+use objstore::{ObjKey, StoredObject};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::envelope::{self, Change};
+use crate::local::{self, LocalWrite, Subject};
+use crate::{MESSAGE_GROUP, NAME};
+
+/// Tries of a local write whose object changed between read and write.
+const LOCAL_ATTEMPTS: usize = 3;
+
+/// Forwards writes to the cloud, or applies status writes locally while offline.
+pub(crate) struct Forwarder {
+    meta: metamanager::Handle,
+    link: watch::Receiver<LinkState>,
+    /// Set when the module runs: the way to edgehub and metamanager.
+    ctx: OnceLock<Context>,
+    timeout: Duration,
+}
+
+/// Why a forwarded write has no answer from the cloud.
+enum Failure {
+    /// An answer to give the client (the cloud's error, a local 409, a timeout).
+    Api(ApiError),
+    /// The write was not sent (no link, no edgehub, not running).
+    Unsent(String),
+}
+
+// === impl Forwarder ===
+
+impl Forwarder {
+    pub(crate) fn new(
+        meta: metamanager::Handle,
+        link: watch::Receiver<LinkState>,
+        timeout: Duration,
+    ) -> Arc<Forwarder> {
+        Arc::new(Forwarder {
+            meta,
+            link,
+            ctx: OnceLock::new(),
+            timeout,
+        })
+    }
+
+    /// Gives the backend its way into the module runtime (the first context stays).
+    pub(crate) fn attach(&self, ctx: Context) {
+        let _ = self.ctx.set(ctx);
+    }
+
+    fn online(&self) -> bool {
+        matches!(*self.link.borrow(), LinkState::Connected { .. })
+    }
+
+    fn context(&self) -> Result<&Context, Failure> {
+        self.ctx
+            .get()
+            .ok_or_else(|| Failure::Unsent("lwproxy is not running yet".into()))
+    }
+
+    async fn write(
+        &self,
+        req: &WriteRequest<'_>,
+        change: Change,
+    ) -> Result<(u16, Value), ApiError> {
+        let local = LocalWrite::of(req.info, req.subresource, &change);
+        if self.online() {
+            match self.forward(req, &change).await {
+                Ok(answer) => return Ok(answer),
+                Err(Failure::Api(e)) => return Err(e),
+                Err(Failure::Unsent(reason)) if local.is_none() => {
+                    return Err(not_forwarded(req, &change, &reason));
+                }
+                Err(Failure::Unsent(reason)) => {
+                    tracing::info!(resource = %req.info.plural, name = req.name, %reason, "status write not sent; applying it locally");
+                }
+            }
+        }
+        match local {
+            Some(write) => self.apply_locally(req, write, &change).await,
+            None => Err(offline(req, &change)),
+        }
+    }
+
+    /// Sends the write to the cloud and returns its answer.
+    async fn forward(
+        &self,
+        req: &WriteRequest<'_>,
+        change: &Change,
+    ) -> Result<(u16, Value), Failure> {
+        let ctx = self.context()?;
+        let mut write = envelope::envelope(req, change);
+        if !req.name.is_empty()
+            && let Some(held) = self.held(&key(req, req.name)).await.map_err(Failure::Api)?
+            && let Err(stale) = envelope::translate(&mut write, &held)
+        {
+            return Err(Failure::Api(stale.conflict(req, change, &held)));
+        }
+        let resource = message_resource(&key(req, write.object_name()));
+        let msg = Message::new()
+            .route(NAME, MESSAGE_GROUP, resource, change.operation())
+            .with_content(encode(&write));
+        let resp = match ctx.send_sync(edgehub::NAME, msg, self.timeout).await {
+            Ok(resp) => resp,
+            Err(e @ SyncError::Timeout { .. }) => {
+                let why = format!("no answer from the cloud: {e}");
+                return Err(Failure::Api(not_forwarded(req, change, &why)));
+            }
+            Err(e) => return Err(Failure::Unsent(e.to_string())),
+        };
+        if resp.router.operation == Operation::Error {
+            let why = text(&resp.content);
+            // edgehub refuses what it cannot send; an error from the cloud is an answer.
+            if resp.router.source == edgehub::NAME {
+                return Err(Failure::Unsent(why));
+            }
+            return Err(Failure::Api(not_forwarded(req, change, &why)));
+        }
+        let reply: ForwardedReply = serde_json::from_slice(&resp.content).map_err(|e| {
+            Failure::Api(ApiError::internal(format!(
+                "the cloud's answer is not a forwarded reply: {e}"
+            )))
+        })?;
+        reply.into_result().map_err(Failure::Api)
+    }
+
+    /// Applies a status write to the edge store and queues it for the cloud.
+    async fn apply_locally(
+        &self,
+        req: &WriteRequest<'_>,
+        write: LocalWrite,
+        change: &Change,
+    ) -> Result<(u16, Value), ApiError> {
+        let ctx = self.context().map_err(|_| offline(req, change))?;
+        let name = match change {
+            Change::Create(obj) => obj["metadata"]["name"].as_str().unwrap_or_default(),
+            _ => req.name,
+        };
+        let key = key(req, name);
+        let subject = Subject {
+            info: req.info,
+            namespace: req.namespace,
+            name,
+        };
+        let code = if matches!(change, Change::Create(_)) {
+            201
+        } else {
+            200
+        };
+        for _ in 0..LOCAL_ATTEMPTS {
+            let held = self.held(&key).await?;
+            let next = local::next_object(write, &subject, held.as_deref(), change)?;
+            if req.dry_run {
+                return Ok((code, dry_run_answer(next, held.as_deref())));
+            }
+            let based_on = held.map(|h| h.revision);
+            let stored = self
+                .meta
+                .put_local(key.clone(), next.clone(), based_on)
+                .await
+                .map_err(|e| internal("writing the edge store", &e))?;
+            let Some(stored) = stored else {
+                continue; // changed since it was read: read it again
+            };
+            self.queue(ctx, req, &key, next).await?;
+            return Ok((code, answer(req, &stored)?));
+        }
+        Err(ApiError::conflict(
+            &req.info.group,
+            &req.info.plural,
+            name,
+            OPTIMISTIC_LOCK_MSG,
+        ))
+    }
+
+    /// Puts a PUT of the whole object `next` (no resourceVersion) in metamanager's outbox.
+    async fn queue(
+        &self,
+        ctx: &Context,
+        req: &WriteRequest<'_>,
+        key: &ObjKey,
+        next: Value,
+    ) -> Result<(), ApiError> {
+        let write = ForwardedWrite {
+            verb: "update".into(),
+            group: req.info.group.clone(),
+            version: req.info.version.clone(),
+            resource: req.info.plural.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            subresource: req.subresource.map(str::to_owned),
+            content_type: Some("application/json".into()),
+            body: Some(next),
+            dry_run: false,
+        };
+        let msg = Message::new()
+            .route(
+                NAME,
+                MESSAGE_GROUP,
+                message_resource(key),
+                Operation::Update,
+            )
+            .with_content(encode(&write));
+        let not_queued = |why: String| {
+            ApiError::service_unavailable(format!(
+                "stored on this node, but not queued for the cloud: {why}"
+            ))
+        };
+        match ctx.send_sync(metamanager::NAME, msg, self.timeout).await {
+            Ok(resp) if resp.router.operation == Operation::Response => Ok(()),
+            Ok(resp) => Err(not_queued(text(&resp.content))),
+            Err(e) => Err(not_queued(e.to_string())),
+        }
+    }
+
+    async fn held(&self, key: &ObjKey) -> Result<Option<Arc<StoredObject>>, ApiError> {
+        self.meta
+            .store()
+            .get(key)
+            .await
+            .map_err(|e| internal("reading the edge store", &e))
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for Forwarder {
+    async fn create(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
+        let (_, body) = self.write(req, Change::Create(obj)).await?;
+        Ok(body)
+    }
+
+    async fn update(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
+        let (_, body) = self.write(req, Change::Update(obj)).await?;
+        Ok(body)
+    }
+
+    async fn patch(
+        &self,
+        req: &WriteRequest<'_>,
+        kind: PatchType,
+        patch: Bytes,
+    ) -> Result<Value, ApiError> {
+        let (_, body) = self.write(req, Change::Patch(kind, patch)).await?;
+        Ok(body)
+    }
+
+    async fn delete(
+        &self,
+        req: &WriteRequest<'_>,
+        opts: DeleteOptions,
+    ) -> Result<(u16, Value), ApiError> {
+        self.write(req, Change::Delete(opts)).await
+    }
+}
+
+// === helpers ===
+
+fn key(req: &WriteRequest<'_>, name: &str) -> ObjKey {
+    ObjKey::new(req.info.store_resource(), req.namespace, name)
+}
+
+/// `<namespace>/<store resource>/<name>`, as metamanager and edgehub name objects.
+fn message_resource(key: &ObjKey) -> String {
+    format!("{}/{}/{}", key.namespace, key.resource, key.name)
+}
+
+fn encode(write: &ForwardedWrite) -> Vec<u8> {
+    // A ForwardedWrite is strings, options and a JSON value: it always serializes.
+    serde_json::to_vec(write).expect("a forwarded write serializes")
+}
+
+/// The object as stored, with kind and apiVersion.
+fn answer(req: &WriteRequest<'_>, stored: &StoredObject) -> Result<Value, ApiError> {
+    let mut obj: Value = serde_json::from_slice(&stored.value)
+        .map_err(|e| ApiError::internal(format!("decoding stored {}: {e}", stored.key)))?;
+    if let Some(map) = obj.as_object_mut() {
+        map.insert("kind".into(), Value::String(req.info.kind.clone()));
+        map.insert("apiVersion".into(), Value::String(req.info.api_version()));
+    }
+    Ok(obj)
+}
+
+/// A dry run answers what would be stored, at the held revision.
+fn dry_run_answer(mut next: Value, held: Option<&StoredObject>) -> Value {
+    if let (Some(held), Some(meta)) = (held, next["metadata"].as_object_mut()) {
+        meta.insert(
+            "resourceVersion".into(),
+            Value::String(held.revision.to_string()),
+        );
+    }
+    next
+}
+
+/// The 503 for a write that cannot be made while the node is offline.
+fn offline(req: &WriteRequest<'_>, change: &Change) -> ApiError {
+    ApiError::service_unavailable(format!(
+        "the cloud is unreachable: this node has no link to it, so the {} of {} {:?} cannot be \
+         made; while offline only pod and node status and leases are written (locally, sent \
+         when the link is back)",
+        change.verb(),
+        req.info.plural,
+        req.name,
+    ))
+}
+
+/// The 503 for a forwarded write the cloud did not answer.
+fn not_forwarded(req: &WriteRequest<'_>, change: &Change, why: &str) -> ApiError {
+    ApiError::service_unavailable(format!(
+        "the {} of {} {:?} could not be made in the cloud: {why}",
+        change.verb(),
+        req.info.plural,
+        req.name,
+    ))
+}
+
+/// A 500 naming what failed, with its causes.
+fn internal(what: &str, e: &dyn std::error::Error) -> ApiError {
+    let mut message = format!("{what}: {e}");
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    ApiError::internal(message)
+}
+
+fn text(content: &[u8]) -> String {
+    String::from_utf8_lossy(content).into_owned()
+}

@@ -1,0 +1,210 @@
+//! The writes lwproxy applies to the edge store itself while the cloud is unreachable, so a
+//! kubelet keeps reporting: `pods/status` and `nodes/status` updates and patches, and lease
+//! creates, updates and patches. Pure logic: what the object becomes, checked as the API
+//! server would check it; storing and queueing are the backend's.
+//!
+//! A status write keeps the held object's metadata and spec and takes only `status` from the
+//! request. A lease write takes the request's object, with the identity the store holds
+//! (uid, creationTimestamp) kept.
+
+use apimachinery::status::OPTIMISTIC_LOCK_MSG;
+use apimachinery::{ApiError, ResourceInfo, patch};
+use objstore::StoredObject;
+use serde_json::{Map, Value};
+
+use crate::envelope::{Change, is_current};
+
+/// A write lwproxy may apply locally.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LocalWrite {
+    /// `pods/status` or `nodes/status`: update or patch.
+    Status,
+    /// `coordination.k8s.io` leases: create, update or patch.
+    Lease,
+}
+
+/// The object a write is about, as the REST layer named it.
+pub(crate) struct Subject<'a> {
+    pub(crate) info: &'a ResourceInfo,
+    pub(crate) namespace: &'a str,
+    /// From the URL; `""` for a create.
+    pub(crate) name: &'a str,
+}
+
+// === impl LocalWrite ===
+
+impl LocalWrite {
+    /// The kind of local write `change` on `info` (and `subresource`) is, if it is one.
+    pub(crate) fn of(
+        info: &ResourceInfo,
+        subresource: Option<&str>,
+        change: &Change,
+    ) -> Option<LocalWrite> {
+        let changes_object = matches!(change, Change::Update(_) | Change::Patch(..));
+        match (info.group.as_str(), info.plural.as_str(), subresource) {
+            ("", "pods" | "nodes", Some("status")) if changes_object => Some(LocalWrite::Status),
+            ("coordination.k8s.io", "leases", None)
+                if changes_object || matches!(change, Change::Create(_)) =>
+            {
+                Some(LocalWrite::Lease)
+            }
+            _ => None,
+        }
+    }
+}
+
+// === impl Subject ===
+
+impl Subject<'_> {
+    fn conflict(&self, why: &str) -> ApiError {
+        ApiError::conflict(&self.info.group, &self.info.plural, self.name, why)
+    }
+
+    fn not_found(&self) -> ApiError {
+        ApiError::not_found(&self.info.group, &self.info.plural, self.name)
+    }
+}
+
+/// What `change` leaves of the object `held` (`None`: not held), ready to store: kind and
+/// apiVersion set, no `metadata.resourceVersion` (the store gives it). Preconditions are
+/// checked against the held object: a `metadata.resourceVersion` must be its local revision or
+/// its cloud resourceVersion, a `metadata.uid` its uid.
+pub(crate) fn next_object(
+    write: LocalWrite,
+    subject: &Subject<'_>,
+    held: Option<&StoredObject>,
+    change: &Change,
+) -> Result<Value, ApiError> {
+    let mut next = match (held, change) {
+        (Some(_), Change::Create(_)) => {
+            let info = subject.info;
+            let name = name_of(change).unwrap_or(subject.name);
+            return Err(ApiError::already_exists(&info.group, &info.plural, name));
+        }
+        (None, Change::Create(obj)) => created(subject, obj.clone())?,
+        (None, _) => return Err(subject.not_found()),
+        (Some(held), change) => changed(write, subject, held, change)?,
+    };
+    let map = object_mut(&mut next);
+    map.insert("kind".into(), Value::String(subject.info.kind.clone()));
+    map.insert(
+        "apiVersion".into(),
+        Value::String(subject.info.api_version()),
+    );
+    metadata_mut(&mut next).remove("resourceVersion");
+    Ok(next)
+}
+
+/// An update or patch of the held object.
+fn changed(
+    write: LocalWrite,
+    subject: &Subject<'_>,
+    held: &StoredObject,
+    change: &Change,
+) -> Result<Value, ApiError> {
+    let current = parse(held)?;
+    let requested = match change {
+        Change::Update(obj) => obj.clone(),
+        Change::Patch(kind, bytes) => patch::apply(subject.info, *kind, &current, bytes)?,
+        Change::Create(_) | Change::Delete(_) => {
+            return Err(ApiError::internal("not a write lwproxy applies locally"));
+        }
+    };
+    let rv = str_at(&requested, "resourceVersion");
+    if !is_current(rv, held) {
+        return Err(subject.conflict(OPTIMISTIC_LOCK_MSG));
+    }
+    let (uid, have) = (str_at(&requested, "uid"), str_at(&current, "uid"));
+    if !uid.is_empty() && uid != have {
+        let why =
+            format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}");
+        return Err(subject.conflict(&why));
+    }
+    Ok(match write {
+        LocalWrite::Status => with_status_of(current, requested),
+        LocalWrite::Lease => with_identity_of(&current, requested),
+    })
+}
+
+/// A lease made here: named, in the URL's namespace, created now. It has no uid until the
+/// cloud creates it and sends its version down.
+fn created(subject: &Subject<'_>, mut obj: Value) -> Result<Value, ApiError> {
+    let name = str_at(&obj, "name").to_owned();
+    if name.is_empty() {
+        let info = subject.info;
+        let why = "Required value: name or generateName is required";
+        return Err(ApiError::invalid(
+            &info.group,
+            &info.kind,
+            "",
+            &[("metadata.name", why)],
+        ));
+    }
+    let meta = metadata_mut(&mut obj);
+    meta.remove("uid");
+    meta.insert(
+        "namespace".into(),
+        Value::String(subject.namespace.to_owned()),
+    );
+    let now = apimachinery::time::now_rfc3339();
+    meta.insert("creationTimestamp".into(), Value::String(now));
+    Ok(obj)
+}
+
+/// `current` with the status of `requested` (none if it has none).
+fn with_status_of(mut current: Value, mut requested: Value) -> Value {
+    let status = object_mut(&mut requested).remove("status");
+    let map = object_mut(&mut current);
+    match status {
+        Some(status) => map.insert("status".into(), status),
+        None => map.remove("status"),
+    };
+    current
+}
+
+/// `requested` with the identity of `current`: name, namespace, uid, creationTimestamp.
+fn with_identity_of(current: &Value, mut requested: Value) -> Value {
+    let meta = metadata_mut(&mut requested);
+    for key in ["name", "namespace", "uid", "creationTimestamp"] {
+        match current["metadata"].get(key) {
+            Some(value) => meta.insert(key.into(), value.clone()),
+            None => meta.remove(key),
+        };
+    }
+    requested
+}
+
+fn name_of(change: &Change) -> Option<&str> {
+    match change {
+        Change::Create(obj) => obj["metadata"]["name"].as_str(),
+        _ => None,
+    }
+}
+
+fn parse(held: &StoredObject) -> Result<Value, ApiError> {
+    serde_json::from_slice(&held.value)
+        .map_err(|e| ApiError::internal(format!("decoding stored {}: {e}", held.key)))
+}
+
+fn str_at<'a>(obj: &'a Value, key: &str) -> &'a str {
+    obj["metadata"][key].as_str().unwrap_or_default()
+}
+
+/// The object's map; anything else is replaced by an empty object first.
+fn object_mut(value: &mut Value) -> &mut Map<String, Value> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    // It is an object now (made one just above if it was not).
+    value.as_object_mut().expect("an object")
+}
+
+fn metadata_mut(value: &mut Value) -> &mut Map<String, Value> {
+    let meta = object_mut(value)
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    object_mut(meta)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,295 @@
+//! An edge in one process for lwproxy's tests: metamanager over a real SQLite file, lwproxy on
+//! `127.0.0.1:0`, and a stand-in for the cloud registered as `edgehub` that answers every
+//! forwarded write with a [`ForwardedReply`] and records what it was sent.
+
+#![allow(dead_code)] // each test binary uses part of the harness
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
+use beehive::{Context, Mailbox, Message, Module, ModuleError, Operation, Running, Runtime};
+use edgehub::LinkState;
+use metamanager::MetaManager;
+use objstore::{Store, StoreConfig};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How long any step may take.
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// A forwarded write as the stand-in cloud received it.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub msg: Message,
+    pub write: ForwardedWrite,
+}
+
+/// Where an edge keeps its store across restarts.
+pub struct Node {
+    dir: tempfile::TempDir,
+}
+
+/// A running edge.
+pub struct Edge {
+    pub store: Store,
+    pub proxy: lwproxy::Handle,
+    pub link: watch::Sender<LinkState>,
+    pub received: Arc<Mutex<Vec<Received>>>,
+    /// While set, the stand-in answers like edgehub that lost its link (an `error` response).
+    pub refusing: Arc<AtomicBool>,
+    running: Running,
+}
+
+/// Stands in for edgehub and the cloud behind it.
+struct Cloud {
+    received: Arc<Mutex<Vec<Received>>>,
+    refusing: Arc<AtomicBool>,
+}
+
+// === impl Node ===
+
+impl Node {
+    pub fn new() -> Node {
+        Node {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.dir.path().join("edge.db")
+    }
+
+    /// Starts an edge over this node's store, linked to the cloud or not.
+    pub async fn start(&self, online: bool) -> Edge {
+        Edge::start(&self.db(), online, Edge::config()).await
+    }
+
+    /// Like [`Node::start`] with this lwproxy config.
+    pub async fn start_with(&self, online: bool, config: lwproxy::Config) -> Edge {
+        Edge::start(&self.db(), online, config).await
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+// === impl Edge ===
+
+impl Edge {
+    /// lwproxy on an ephemeral loopback port.
+    pub fn config() -> lwproxy::Config {
+        lwproxy::Config {
+            server: "127.0.0.1:0".parse().expect("an address"),
+            ..Default::default()
+        }
+    }
+
+    async fn start(db: &Path, online: bool, config: lwproxy::Config) -> Edge {
+        let store = Store::open(db, StoreConfig::default()).expect("the edge store opens");
+        let meta = metamanager::Handle::new(store.clone());
+        let state = if online {
+            connected()
+        } else {
+            LinkState::Disconnected
+        };
+        let (link, link_rx) = watch::channel(state);
+        let (proxy, handle) = lwproxy::LwProxy::bind(config, meta.clone(), link_rx)
+            .await
+            .expect("lwproxy binds");
+        let received = Arc::default();
+        let refusing = Arc::default();
+        let mut runtime = Runtime::new();
+        runtime.register(MetaManager::new(metamanager::Config::default(), meta));
+        runtime.register(proxy);
+        runtime.register(Cloud {
+            received: Arc::clone(&received),
+            refusing: Arc::clone(&refusing),
+        });
+        let running = runtime
+            .start(CancellationToken::new())
+            .expect("modules start");
+        Edge {
+            store,
+            proxy: handle,
+            link,
+            received,
+            refusing,
+            running,
+        }
+    }
+
+    pub async fn stop(self) {
+        let report = self.running.shutdown(WAIT).await;
+        assert!(
+            report.timed_out.is_empty(),
+            "stuck modules: {:?}",
+            report.timed_out
+        );
+    }
+
+    pub fn go_offline(&self) {
+        self.link.send_replace(LinkState::Disconnected);
+    }
+
+    /// The link still counts as up, but edgehub refuses to send (it just dropped).
+    pub fn refuse_to_send(&self) {
+        self.refusing.store(true, Ordering::Relaxed);
+    }
+
+    /// A kube client for lwproxy. It does not retry: kube-rs would retry an offline 503 for
+    /// minutes.
+    pub fn client(&self) -> kube::Client {
+        let url = self.proxy.url().parse().expect("a URI");
+        let mut config = kube::Config::new(url);
+        config.default_retry = false;
+        kube::Client::try_from(config).expect("a client")
+    }
+
+    /// Stores `obj` (of store resource `resource`) as the cloud's version, through
+    /// metamanager, as edgehub delivers a downstream object; returns once it is committed.
+    pub async fn downstream(&self, resource: &str, obj: Value) {
+        self.send_down(resource, obj, Operation::Update).await
+    }
+
+    /// Removes `obj` the way the cloud's delete does.
+    pub async fn downstream_delete(&self, resource: &str, obj: Value) {
+        self.send_down(resource, obj, Operation::Delete).await
+    }
+
+    async fn send_down(&self, resource: &str, obj: Value, operation: Operation) {
+        let meta = &obj["metadata"];
+        let text = |k: &str| meta[k].as_str().unwrap_or_default().to_owned();
+        let target = format!("{}/{resource}/{}", text("namespace"), text("name"));
+        let msg = Message::new()
+            .route(
+                metamanager::HUB_MODULE,
+                metamanager::GROUP,
+                target,
+                operation,
+            )
+            .with_resource_version(text("resourceVersion"))
+            .with_content(serde_json::to_vec(&obj).expect("JSON"));
+        let ctx = self.running.context();
+        let resp = ctx
+            .send_sync(metamanager::NAME, msg, WAIT)
+            .await
+            .expect("metamanager answers");
+        assert_eq!(resp.router.operation, Operation::Response, "{resp:?}");
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().expect("not poisoned").clone()
+    }
+}
+
+pub fn connected() -> LinkState {
+    LinkState::Connected {
+        session_id: 1,
+        server: "cloud".into(),
+    }
+}
+
+/// What the stand-in cloud answers: a 403 for a delete; otherwise the written object's name
+/// and namespace, the cloud's resourceVersion `9999` and an annotation saying who answered.
+pub fn cloud_answer(write: &ForwardedWrite) -> ForwardedReply {
+    if write.verb == "delete" {
+        let why = "node \"n1\" may not delete this pod";
+        let denied = ApiError::forbidden(&write.group, &write.resource, &write.name, why);
+        return ForwardedReply::from_error(&denied);
+    }
+    let body = json!({
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": write.object_name(),
+            "namespace": write.namespace,
+            "uid": "u-cloud",
+            "resourceVersion": "9999",
+            "annotations": {"answered-by": "cloud", "verb": write.verb},
+        },
+    });
+    ForwardedReply { code: 200, body }
+}
+
+pub fn pod(name: &str, node: &str, rv: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": format!("uid-{name}"),
+            "resourceVersion": rv,
+            "creationTimestamp": "2024-01-01T00:00:00Z",
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]},
+        "status": {"phase": "Pending"},
+    })
+}
+
+pub fn service(name: &str, cluster_ip: &str, rv: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": format!("uid-{name}"),
+            "resourceVersion": rv,
+        },
+        "spec": {"clusterIP": cluster_ip, "ports": [{"port": 80}]},
+    })
+}
+
+// === impl Cloud ===
+
+#[beehive::async_trait]
+impl Module for Cloud {
+    fn name(&self) -> &str {
+        edgehub::NAME
+    }
+
+    fn group(&self) -> &str {
+        edgehub::GROUP
+    }
+
+    async fn run(
+        &self,
+        ctx: Context,
+        mailbox: &mut Mailbox,
+        shutdown: CancellationToken,
+    ) -> Result<(), ModuleError> {
+        loop {
+            let msg = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return Ok(()),
+                m = mailbox.recv() => match m {
+                    Some(m) => m,
+                    None => return Ok(()),
+                },
+            };
+            if msg.router.source != lwproxy::NAME || !msg.header.sync {
+                continue; // metamanager's commit reports
+            }
+            if self.refusing.load(Ordering::Relaxed) {
+                let why = "the cloud is unreachable: edgehub has no link to cloudhub";
+                let _ = ctx.respond(msg.error_response(edgehub::NAME, why));
+                continue;
+            }
+            let write: ForwardedWrite =
+                serde_json::from_slice(&msg.content).expect("a forwarded write");
+            let content = serde_json::to_vec(&cloud_answer(&write)).expect("JSON");
+            let resp = msg.response(edgehub::NAME, content);
+            self.received
+                .lock()
+                .expect("not poisoned")
+                .push(Received { msg, write });
+            let _ = ctx.respond(resp);
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Writes: forwarded to the cloud with resourceVersions translated while linked, stale ones
+//! refused here, status applied locally and queued while offline, the rest refused with a 503.
+
+mod support;
+
+use apimachinery::ForwardedWrite;
+use axum::http::{Request, StatusCode};
+use beehive::Operation;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use support::{Node, pod};
+
+/// The local revision lwproxy serves for a pod.
+async fn local_rv(pods: &Api<Pod>, name: &str) -> String {
+    let p = pods.get(name).await.expect("the pod is served");
+    p.resource_version().expect("a resourceVersion")
+}
+
+fn api_error(e: kube::Error) -> Box<kube::core::Status> {
+    match e {
+        kube::Error::Api(status) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_online_patch_goes_to_the_cloud_with_its_resource_version_and_comes_back_unchanged() {
+    let node = Node::new();
+    let edge = node.start(true).await;
+    edge.downstream("pods", pod("p", "n1", "100")).await;
+    let pods: Api<Pod> = Api::namespaced(edge.client(), "default");
+    let local = local_rv(&pods, "p").await;
+    assert_ne!(local, "100");
+
+    let patch = json!({"metadata": {"resourceVersion": local}, "status": {"phase": "Running"}});
+    let answered = pods
+        .patch_status("p", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the cloud's answer");
+    assert_eq!(answered.annotations()["answered-by"], "cloud");
+    assert_eq!(answered.resource_version().as_deref(), Some("9999"));
+
+    let received = edge.received();
+    assert_eq!(received.len(), 1);
+    let (msg, write) = (&received[0].msg, &received[0].write);
+    assert_eq!(msg.router.operation, Operation::Patch);
+    assert_eq!(msg.router.group, lwproxy::MESSAGE_GROUP);
+    assert_eq!(msg.resource(), "default/pods/p");
+    assert_eq!(write.path(), "/api/v1/namespaces/default/pods/p/status");
+    assert_eq!(
+        write.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    let body = write.body.as_ref().expect("the patch");
+    assert_eq!(
+        body["metadata"]["resourceVersion"], "100",
+        "the cloud's version"
+    );
+    assert_eq!(body["status"]["phase"], "Running");
+    edge.stop().await;
+}
+
+#[tokio::test]
+async fn a_stale_resource_version_is_a_conflict_without_asking_the_cloud() {
+    let node = Node::new();
+    let edge = node.start(true).await;
+    edge.downstream("pods", pod("p", "n1", "100")).await;
+    let pods: Api<Pod> = Api::namespaced(edge.client(), "default");
+    let mut stale = pods.get("p").await.expect("served");
+    stale.metadata.resource_version = Some("12345".into());
+    let e = api_error(
+        pods.replace("p", &PostParams::default(), &stale)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert!(
+        e.message.contains("the object has been modified"),
+        "{}",
+        e.message
+    );
+    assert!(edge.received().is_empty(), "nothing was forwarded");
+    edge.stop().await;
+}
+
+#[tokio::test]
+async fn offline_a_pod_status_patch_is_stored_here_and_queued_for_the_cloud() {
+    let node = Node::new();
+    let edge = node.start(false).await;
+    edge.downstream("pods", pod("p", "n1", "100")).await;
+    let pods: Api<Pod> = Api::namespaced(edge.client(), "default");
+    let before = local_rv(&pods, "p").await;
+
+    let patch =
+        json!({"metadata": {"uid": "uid-p"}, "status": {"phase": "Running", "podIP": "10.0.0.7"}});
+    let patched = pods
+        .patch_status("p", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .expect("applied locally");
+    let status = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+    assert_eq!(status(&patched).as_deref(), Some("Running"));
+    assert_ne!(patched.resource_version(), Some(before));
+    let read = pods.get("p").await.expect("served");
+    assert_eq!(status(&read).as_deref(), Some("Running"));
+    assert_eq!(read.resource_version(), patched.resource_version());
+
+    assert_eq!(edge.store.outbox_len().await.expect("outbox"), 1);
+    let queued = edge.store.outbox_peek(1).await.expect("outbox");
+    let msg = beehive::codec::decode(&queued[0].payload).expect("a queued message");
+    assert_eq!(
+        (msg.router.operation.clone(), msg.resource()),
+        (Operation::Update, "default/pods/p")
+    );
+    let write: ForwardedWrite = serde_json::from_slice(&msg.content).expect("an envelope");
+    assert_eq!(
+        (write.method(), write.path().as_str()),
+        ("PUT", "/api/v1/namespaces/default/pods/p/status")
+    );
+    let body = write.body.expect("the object");
+    assert_eq!(
+        body["metadata"].get("resourceVersion"),
+        None,
+        "applied unconditionally"
+    );
+    assert_eq!(body["metadata"]["uid"], "uid-p");
+    assert_eq!(body["status"]["phase"], "Running");
+    assert!(edge.received().is_empty());
+    edge.stop().await;
+}
+
+#[tokio::test]
+async fn offline_a_node_lease_is_created_and_renewed_locally() {
+    let node = Node::new();
+    let edge = node.start(false).await;
+    let leases: Api<Lease> = Api::namespaced(edge.client(), "kube-node-lease");
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "n1"},
+        "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40},
+    }))
+    .expect("a lease");
+    let mut created = leases
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("created locally");
+    created.spec.as_mut().expect("spec").lease_duration_seconds = Some(41);
+    let renewed = leases
+        .replace("n1", &PostParams::default(), &created)
+        .await
+        .expect("renewed with the version it got");
+    assert_eq!(
+        renewed.spec.and_then(|s| s.lease_duration_seconds),
+        Some(41)
+    );
+    assert_eq!(
+        edge.store.outbox_len().await.expect("outbox"),
+        1,
+        "coalesced"
+    );
+    edge.stop().await;
+}
+
+#[tokio::test]
+async fn offline_a_pod_create_is_a_503_status_saying_the_cloud_is_unreachable() {
+    let node = Node::new();
+    let edge = node.start(true).await;
+    edge.go_offline();
+    let body = serde_json::to_vec(&pod("new", "n1", "")).expect("JSON");
+    let request = Request::post("/api/v1/namespaces/default/pods")
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(body))
+        .expect("a request");
+    let response = edge.client().send(request).await.expect("an answer");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let bytes = response.into_body().collect_bytes().await.expect("a body");
+    let status: Value = serde_json::from_slice(&bytes).expect("JSON");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "ServiceUnavailable");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(message.contains("the cloud is unreachable"), "{message}");
+    assert!(edge.received().is_empty());
+    edge.stop().await;
+}
+
+#[tokio::test]
+async fn the_clouds_refusal_comes_back_as_its_status() {
+    let node = Node::new();
+    let edge = node.start(true).await;
+    edge.downstream("pods", pod("p", "n1", "100")).await;
+    let pods: Api<Pod> = Api::namespaced(edge.client(), "default");
+    let e = api_error(pods.delete("p", &Default::default()).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    assert!(
+        e.message.contains("may not delete this pod"),
+        "{}",
+        e.message
+    );
+    assert_eq!(edge.received()[0].write.method(), "DELETE");
+    edge.stop().await;
+}
+
+#[tokio::test]
+async fn when_edgehub_cannot_send_a_status_write_is_applied_locally_and_others_are_refused() {
+    let node = Node::new();
+    let edge = node.start(true).await;
+    edge.downstream("pods", pod("p", "n1", "100")).await;
+    edge.refuse_to_send();
+    let pods: Api<Pod> = Api::namespaced(edge.client(), "default");
+    let patch = json!({"status": {"phase": "Succeeded"}});
+    let patched = pods
+        .patch_status("p", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("applied locally");
+    let phase = patched.status.and_then(|s| s.phase);
+    assert_eq!(phase.as_deref(), Some("Succeeded"));
+    assert_eq!(edge.store.outbox_len().await.expect("outbox"), 1);
+
+    let refused = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pod("q", "n1", "")).expect("a pod"),
+        )
+        .await;
+    let e = api_error(refused.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (503, "ServiceUnavailable"));
+    assert!(e.message.contains("edgehub has no link"), "{}", e.message);
+    edge.stop().await;
+}
