@@ -31,6 +31,8 @@ pub struct Modules {
     pub meta_manager: metamanager::Config,
     /// The edge end of the link.
     pub edge_hub: edgehub::Config,
+    /// The local Kubernetes endpoint.
+    pub lw_proxy: lwproxy::Config,
 }
 
 pub const API_VERSION: &str = "edgecore.config.kubeedge.io/v1alpha2";

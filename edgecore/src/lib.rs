@@ -1,7 +1,7 @@
 //! edgecore: the edge daemon. It loads `edgecore.yaml`, opens the edge store, registers the
 //! enabled edge modules with beehive and serves the monitor endpoints. Built so far:
-//! metamanager (the edge store module) and edgehub (the link to cloudhub). lwproxy and edged
-//! join as they are built.
+//! metamanager (the edge store module), edgehub (the link to cloudhub) and lwproxy (the local
+//! Kubernetes endpoint for kubelet, kube-proxy and kubectl). edged joins as it is built.
 #![forbid(unsafe_code)]
 
 mod config;
@@ -11,7 +11,9 @@ use std::net::SocketAddr;
 use anyhow::Context as _;
 use daemon::Core;
 use daemon::cli::{Daemon, check_type};
+use edgehub::LinkState;
 use metamanager::MetaManager;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{API_VERSION, Config, KIND, Modules};
@@ -24,6 +26,7 @@ pub struct Running {
     core: Core,
     meta: metamanager::Handle,
     hub: Option<edgehub::Handle>,
+    proxy: Option<lwproxy::Handle>,
 }
 
 /// Starts edgecore: every enabled module and listener. Returns once all listeners are bound.
@@ -45,8 +48,32 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         runtime.register(module);
         hub = Some(handle);
     }
+    let mut proxy = None;
+    if config.modules.lw_proxy.enable {
+        let link = match &hub {
+            Some(hub) => hub.state(),
+            None => never_linked(),
+        };
+        let (module, handle) =
+            lwproxy::LwProxy::bind(config.modules.lw_proxy.clone(), meta.clone(), link)
+                .await
+                .context("starting modules.lwProxy")?;
+        runtime.register(module);
+        proxy = Some(handle);
+    }
     let core = Core::start("edgecore", &config.common_config, runtime, None, shutdown).await?;
-    Ok(Running { core, meta, hub })
+    Ok(Running {
+        core,
+        meta,
+        hub,
+        proxy,
+    })
+}
+
+/// The link state of an edge without edgehub: never connected, so lwproxy forwards nothing.
+fn never_linked() -> watch::Receiver<LinkState> {
+    // The receiver keeps the last value after its sender is gone.
+    watch::channel(LinkState::Disconnected).1
 }
 
 /// Opens the edge store; errors name the file and how to recover from a damaged one.
@@ -82,6 +109,11 @@ impl Running {
     /// edgehub's handle (node name, link state, counters), if enabled.
     pub fn hub(&self) -> Option<&edgehub::Handle> {
         self.hub.as_ref()
+    }
+
+    /// lwproxy's handle (its bound address), if enabled.
+    pub fn lwproxy(&self) -> Option<&lwproxy::Handle> {
+        self.proxy.as_ref()
     }
 
     /// The edge store, as metamanager shares it.

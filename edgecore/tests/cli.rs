@@ -7,9 +7,10 @@ use testkit::daemon_cli;
 const BIN: &str = env!("CARGO_BIN_EXE_edgecore");
 const CONF: &str = include_str!("../../conf/edgecore.yaml");
 
-/// The example config with every file under `{tmp}` and an ephemeral monitor port.
+/// The example config with every file under `{tmp}` and ephemeral monitor and lwproxy ports.
 fn test_config() -> String {
     CONF.replace("127.0.0.1:10352", "127.0.0.1:0")
+        .replace("127.0.0.1:10550", "127.0.0.1:0")
         .replace("/var/lib/kubeedge", "{tmp}")
         .replace("/etc/kubeedge", "{tmp}/etc")
 }
