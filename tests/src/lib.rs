@@ -260,6 +260,7 @@ pub fn edge_config(
     config.common_config.monitor_server.enable = false;
     config.common_config.shutdown_grace_period = Duration::from_secs(5);
     config.database.data_source = db.to_path_buf();
+    config.modules.lw_proxy.server = ([127, 0, 0, 1], 0).into();
     let hub = &mut config.modules.edge_hub;
     hub.tls_ca_file = files.ca.clone();
     hub.tls_cert_file = files.cert.clone();
@@ -286,17 +287,29 @@ pub fn edge_config(
 /// An edgecore running in this process.
 pub struct Edge {
     pub running: edgecore::Running,
+    config: edgecore::Config,
     shutdown: CancellationToken,
 }
 
 /// Starts an edgecore in-process.
 pub async fn edge(config: edgecore::Config) -> Edge {
     let shutdown = CancellationToken::new();
-    let running = edgecore::start(config, shutdown.clone()).await.unwrap();
-    Edge { running, shutdown }
+    let running = edgecore::start(config.clone(), shutdown.clone())
+        .await
+        .unwrap();
+    Edge {
+        running,
+        config,
+        shutdown,
+    }
 }
 
 impl Edge {
+    /// The config it was started with (to start it again).
+    pub fn config(&self) -> edgecore::Config {
+        self.config.clone()
+    }
+
     /// `(key, cloud rv)` of everything the edge store holds.
     pub async fn held(&self) -> BTreeMap<String, String> {
         held(self.running.meta().store()).await

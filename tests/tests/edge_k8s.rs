@@ -164,3 +164,240 @@ async fn a_pod_and_the_configmap_it_mounts_follow_it_to_the_edge_and_leave_with_
     site.edge.stop().await;
     site.cloud.stop().await;
 }
+
+/// A `kube` client for an edge's lwproxy (plain HTTP on loopback, no credentials).
+fn lwproxy_client(edge: &Edge) -> kube::Client {
+    let url = edge.running.lwproxy().expect("lwproxy runs").url();
+    let mut config = kube::Config::new(url.parse().unwrap());
+    // A 503 (the cloud is unreachable) is the answer under test, not something to retry.
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+fn kubectl(server: &str, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new("kubectl");
+    cmd.args(["--server", server, "--request-timeout", "20s"])
+        .args(args)
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Runs kubectl against `server`, expects success, returns stdout.
+fn kubectl_ok(server: &str, args: &[&str]) -> String {
+    let out = kubectl(server, args)
+        .output()
+        .expect("kubectl is installed");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn plain_pod(name: &str, node: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap()
+}
+
+fn code_of<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> (u16, String) {
+    match r {
+        Err(kube::Error::Api(status)) => (status.code, status.reason),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_and_a_kube_watcher_read_the_edge_through_lwproxy() {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Service;
+    use kube::runtime::watcher;
+
+    let site = site().await;
+    let cloud = site.cloud.kube().await;
+    let edge_pods: Api<Pod> = Api::namespaced(lwproxy_client(&site.edge), "default");
+    let stream = watcher(edge_pods, watcher::Config::default());
+    futures::pin_mut!(stream);
+    let pods: Api<Pod> = Api::namespaced(cloud.clone(), "default");
+    pods.create(&PostParams::default(), &plain_pod("web", "edge-1"))
+        .await
+        .unwrap();
+    let added = tokio::time::timeout(WAIT, async {
+        while let Some(event) = stream.next().await {
+            if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = event
+                && p.metadata.name.as_deref() == Some("web")
+            {
+                return p;
+            }
+        }
+        panic!("the watch ended")
+    })
+    .await
+    .expect("the watcher on lwproxy saw the pod within 30s");
+    assert_eq!(added.spec.unwrap().node_name.as_deref(), Some("edge-1"));
+
+    let services: Api<Service> = Api::namespaced(cloud.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}},
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    eventually("the service reaches the edge", WAIT, || async {
+        site.edge.held().await.contains_key("services/default/web")
+    })
+    .await;
+
+    let server = site.edge.running.lwproxy().unwrap().url();
+    let out = kubectl_ok(&server, &["get", "nodes", "-o", "name"]);
+    assert_eq!(out.trim(), "node/edge-1");
+    let out = kubectl_ok(&server, &["get", "services", "-o", "name"]);
+    assert!(out.lines().any(|l| l == "service/web"), "{out}");
+    let out = kubectl_ok(&server, &["get", "pods"]);
+    assert!(out.contains("web"), "{out}");
+
+    // `get pods -w` prints the pods there are, then each change as it reaches the edge.
+    let child = kubectl(&server, &["get", "pods", "-w", "-o", "name"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = testkit::ChildGuard(child);
+    let stdout = guard.0.stdout.take().unwrap();
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut next_line = async || {
+        tokio::time::timeout(WAIT, lines.recv())
+            .await
+            .expect("kubectl printed a line within 30s")
+            .expect("kubectl kept running")
+    };
+    assert_eq!(next_line().await, "pod/web");
+    pods.create(&PostParams::default(), &plain_pod("second", "edge-1"))
+        .await
+        .unwrap();
+    assert_eq!(next_line().await, "pod/second");
+    drop(guard);
+    site.edge.stop().await;
+    site.cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_serves_while_cut_off_and_statuses_written_offline_reach_the_cloud() {
+    let Site {
+        _pki: pki,
+        _dir: dir,
+        cloud,
+        edge: edge1,
+    } = site().await;
+    let pods: Api<Pod> = Api::namespaced(cloud.kube().await, "default");
+    pods.create(&PostParams::default(), &plain_pod("web", "edge-1"))
+        .await
+        .unwrap();
+    eventually("the pod reaches the edge", WAIT, || async {
+        edge1.held().await.contains_key("pods/default/web")
+    })
+    .await;
+
+    // Online: a status patch through lwproxy is applied by the API, whose answer comes back.
+    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&edge1), "default");
+    let running = json!({"status": {"phase": "Running"}});
+    let answered = at_edge
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&running))
+        .await
+        .unwrap();
+    assert_eq!(answered.status.unwrap().phase.as_deref(), Some("Running"));
+    let in_cloud = pods.get("web").await.unwrap();
+    assert_eq!(in_cloud.status.unwrap().phase.as_deref(), Some("Running"));
+
+    // Cut off: the cloud stops. Lists and watches are still served from the edge store.
+    let ports = cloud.ports();
+    cloud.stop().await;
+    eventually("the edge notices the link is down", WAIT, || async {
+        *edge1.running.hub().unwrap().state().borrow() == edgehub::LinkState::Disconnected
+    })
+    .await;
+    let listed = at_edge.list(&Default::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let refused = at_edge
+        .create(&PostParams::default(), &plain_pod("new", "edge-1"))
+        .await;
+    assert_eq!(code_of(refused), (503, "ServiceUnavailable".to_string()));
+
+    // A status written while offline is applied at the edge and queued.
+    let failed = json!({"status": {"phase": "Failed", "message": "written offline"}});
+    at_edge
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&failed))
+        .await
+        .unwrap();
+
+    // edgecore restarts, still cut off: it serves what it held, with the offline status.
+    let config = edge1.config();
+    edge1.stop().await;
+    let edge2 = edge(config).await;
+    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&edge2), "default");
+    let held = at_edge.get("web").await.unwrap();
+    assert_eq!(held.status.unwrap().phase.as_deref(), Some("Failed"));
+    let (watched, _) = {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let stream = watcher(at_edge.clone(), watcher::Config::default());
+        futures::pin_mut!(stream);
+        let mut seen = Vec::new();
+        while let Some(Ok(event)) = stream.next().await {
+            match event {
+                watcher::Event::InitApply(p) => seen.push(p.metadata.name.unwrap()),
+                watcher::Event::InitDone => break,
+                _ => {}
+            }
+        }
+        (seen, ())
+    };
+    assert_eq!(watched, ["web"]);
+
+    // The cloud comes back: the queued status reaches it.
+    let cloud = k8s_cloud(&pki, ports).await;
+    let pods: Api<Pod> = Api::namespaced(cloud.kube().await, "default");
+    eventually("the offline status reaches the cloud", WAIT, || async {
+        let pod = pods.get("web").await.unwrap();
+        pod.status.and_then(|s| s.phase).as_deref() == Some("Failed")
+    })
+    .await;
+    edge2.stop().await;
+    cloud.stop().await;
+    drop(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_cannot_update_the_status_of_another_nodes_pod() {
+    let site = site().await;
+    let pods: Api<Pod> = Api::namespaced(site.cloud.kube().await, "default");
+    pods.create(&PostParams::default(), &plain_pod("theirs", "edge-2"))
+        .await
+        .unwrap();
+    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&site.edge), "default");
+    let patch = json!({"status": {"phase": "Failed"}});
+    let refused = at_edge
+        .patch_status("theirs", &PatchParams::default(), &Patch::Merge(&patch))
+        .await;
+    assert_eq!(code_of(refused), (403, "Forbidden".to_string()));
+    let pod = pods.get("theirs").await.unwrap();
+    assert_ne!(
+        pod.status.and_then(|s| s.phase).as_deref(),
+        Some("Failed"),
+        "the refused status was not applied"
+    );
+    site.edge.stop().await;
+    site.cloud.stop().await;
+}

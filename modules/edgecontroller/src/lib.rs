@@ -22,7 +22,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use apimachinery::{ForwardedReply, ForwardedWrite};
+use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
 use beehive::{Context, Mailbox, Message, Module, ModuleError, Operation, RestartPolicy};
 use serde_json::json;
 use tokio::sync::{mpsc, watch as latest};
@@ -307,25 +307,44 @@ impl Run<'_> {
             }
         };
         let pod_node = |ns: &str, name: &str| self.state.pod_node(ns, name);
-        if let Err(refused) = authz::authorize(node, &write, pod_node) {
-            self.ctl.stats.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(node_id = %node, verb = %write.verb, path = %write.path(), reason = %refused.message, "write from a node refused");
-            let reply = ForwardedReply::from_error(&refused);
-            return self.respond(&msg, reply_message(&msg, &reply));
+        let decided = authz::authorize(node, &write, pod_node);
+        // A pod the watch has not delivered yet is looked up at the API before deciding.
+        let look_up = matches!(&decided, Err(e) if e.code == 404);
+        if let Err(refused) = &decided
+            && !look_up
+        {
+            return self.refuse(node, &write, &msg, refused);
         }
         let (client, ctx, stats) = (
             self.ctl.client.clone(),
             self.ctx.clone(),
             self.ctl.stats.clone(),
         );
-        let timeout = self.ctl.config.request_timeout;
+        let (timeout, node) = (self.ctl.config.request_timeout, node.to_owned());
         self.tasks.spawn(async move {
-            let reply = replay::replay(&client, &write, timeout).await;
+            let reply = match look_up {
+                true => match authorize_from_api(&client, &node, &write, timeout).await {
+                    Ok(()) => replay::replay(&client, &write, timeout).await,
+                    Err(refused) => {
+                        stats.refused.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(node_id = %node, verb = %write.verb, path = %write.path(), reason = %refused.message, "write from a node refused");
+                        ForwardedReply::from_error(&refused)
+                    }
+                },
+                false => replay::replay(&client, &write, timeout).await,
+            };
             stats.writes.fetch_add(1, Ordering::Relaxed);
             if msg.header.sync {
                 let _ = ctx.respond(reply_message(&msg, &reply));
             }
         });
+    }
+
+    fn refuse(&self, node: &str, write: &ForwardedWrite, msg: &Message, refused: &ApiError) {
+        self.ctl.stats.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(node_id = %node, verb = %write.verb, path = %write.path(), reason = %refused.message, "write from a node refused");
+        let reply = ForwardedReply::from_error(refused);
+        self.respond(msg, reply_message(msg, &reply));
     }
 
     fn respond(&self, request: &Message, reply: Message) {
@@ -379,6 +398,26 @@ impl Handle {
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
+}
+
+/// [`authz::authorize`] with the pod read from the API (the watch may not have delivered it).
+async fn authorize_from_api(
+    client: &kube::Client,
+    node: &str,
+    write: &ForwardedWrite,
+    timeout: std::time::Duration,
+) -> Result<(), ApiError> {
+    let get = ForwardedWrite {
+        verb: "get".into(),
+        version: "v1".into(),
+        resource: "pods".into(),
+        namespace: write.namespace.clone(),
+        name: write.object_name().to_owned(),
+        ..Default::default()
+    };
+    let (_, pod) = replay::replay(client, &get, timeout).await.into_result()?;
+    let bound = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+    authz::authorize(node, write, |_, _| Some(bound))
 }
 
 /// A delete for a key the edge holds but should not (`resource/namespace/name`).

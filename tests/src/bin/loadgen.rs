@@ -9,7 +9,9 @@
 //!   many objects were sent again;
 //! - `fanout`: the whole cloud (embedded control plane, edgecontroller, cloudhub) with N nodes
 //!   holding P pods each that mount one shared configmap; the configmap is updated and the time
-//!   until each node committed the new version is reported.
+//!   until each node committed the new version is reported;
+//! - `latency`: a real cloudcore and edgecore; pods created in the cloud (by the `kube` crate,
+//!   then by the kubectl binary), timed until a watcher on the edge's lwproxy sees them ADDED.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -81,6 +83,15 @@ enum Scenario {
         #[arg(long, default_value_t = 5)]
         rounds: usize,
     },
+    /// Create in the cloud → ADDED at a watcher on the edge's lwproxy.
+    Latency {
+        /// Pods created through the `kube` crate, one at a time.
+        #[arg(long, default_value_t = 500)]
+        pods: usize,
+        /// Pods created by running `kubectl create -f -`, one at a time.
+        #[arg(long, default_value_t = 50)]
+        kubectl: usize,
+    },
     /// (internal) A cloudcore for `idle`, in its own process.
     ServeCloud {
         #[arg(long)]
@@ -123,6 +134,7 @@ fn main() -> anyhow::Result<()> {
                 sockets,
                 rounds,
             } => fanout(nodes, pods, sockets, rounds).await,
+            Scenario::Latency { pods, kubectl } => latency(pods, kubectl).await,
             Scenario::ServeCloud {
                 dir,
                 quic_port,
@@ -736,4 +748,115 @@ async fn fanout(nodes: usize, pods: usize, sockets: usize, rounds: usize) -> any
     shutdown.cancel();
     cloud.stop().await;
     Ok(())
+}
+
+async fn latency(pods: usize, kubectl: usize) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, PostParams};
+    use kube::runtime::watcher;
+
+    let pki = Pki::new();
+    let cloud = e2e::k8s_cloud(&pki, Ports::default()).await;
+    let transport = Transport::WebSocket;
+    let db = pki.path("edge.db");
+    let edge = e2e::edge(e2e::edge_config(
+        &pki.node("edge-1"),
+        cloud.addr(transport),
+        transport,
+        &db,
+    ))
+    .await;
+    let url = edge.running.lwproxy().context("lwproxy runs")?.url();
+    let at_edge: Api<Pod> = Api::namespaced(
+        kube::Client::try_from(kube::Config::new(url.parse()?))?,
+        "default",
+    );
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    tokio::spawn(async move {
+        let stream = watcher(at_edge, watcher::Config::default());
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = event {
+                let _ = seen_tx.send((p.metadata.name.unwrap_or_default(), Instant::now()));
+            }
+        }
+    });
+    let client = cloud.kube().await;
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    let manifest = |name: &str| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "busybox"}]},
+        })
+    };
+    let mut wait_seen = async |name: &str| -> anyhow::Result<Instant> {
+        loop {
+            let (seen_name, at) = tokio::time::timeout(Duration::from_secs(30), seen.recv())
+                .await
+                .context("no ADDED at the edge within 30s")?
+                .context("the watcher ended")?;
+            if seen_name == name {
+                return Ok(at);
+            }
+        }
+    };
+    let mut by_kube = Vec::with_capacity(pods);
+    for i in 0..pods {
+        let name = format!("lat-{i}");
+        let pod: Pod = serde_json::from_value(manifest(&name))?;
+        let start = Instant::now();
+        api.create(&PostParams::default(), &pod).await?;
+        by_kube.push(wait_seen(&name).await? - start);
+    }
+    let kubeconfig = cloud
+        .running
+        .kubeconfig()
+        .context("embedded kubeconfig")?
+        .to_owned();
+    let mut by_kubectl = Vec::with_capacity(kubectl);
+    for i in 0..kubectl {
+        let name = format!("ctl-{i}");
+        let start = Instant::now();
+        let mut child = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["create", "-f", "-", "-o", "name"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .context("running kubectl")?;
+        child
+            .stdin
+            .take()
+            .context("kubectl stdin")?
+            .write_all(manifest(&name).to_string().as_bytes())?;
+        let seen_at = wait_seen(&name).await?;
+        anyhow::ensure!(child.wait()?.success(), "kubectl create failed");
+        by_kubectl.push(seen_at - start);
+    }
+    report_latency("kube crate create", &mut by_kube);
+    report_latency("kubectl create (process start included)", &mut by_kubectl);
+    edge.stop().await;
+    cloud.stop().await;
+    Ok(())
+}
+
+fn report_latency(what: &str, samples: &mut [Duration]) {
+    if samples.is_empty() {
+        return;
+    }
+    samples.sort();
+    let pct = |p: f64| {
+        let i = ((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1;
+        samples[i].as_secs_f64() * 1e3
+    };
+    println!(
+        "latency {what} → ADDED at the edge watcher, n={}: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        samples.len(),
+        pct(0.5),
+        pct(0.99),
+        pct(1.0)
+    );
 }
