@@ -46,10 +46,10 @@ pub(crate) fn authorize<'a>(
             Ok(())
         }
         ("", "pods") => {
-            let allowed = match (verb, sub) {
-                ("update" | "patch", Some("status")) | ("delete", None) => true,
-                _ => false,
-            };
+            let allowed = matches!(
+                (verb, sub),
+                ("update" | "patch", Some("status")) | ("delete", None)
+            );
             if !allowed {
                 return deny(format!(
                     "node {node:?} may only update the status of and delete pods bound to it"
