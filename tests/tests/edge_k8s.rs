@@ -401,3 +401,190 @@ async fn a_node_cannot_update_the_status_of_another_nodes_pod() {
     site.edge.stop().await;
     site.cloud.stop().await;
 }
+
+/// The names of a list answer's items.
+fn item_names(body: &str) -> Vec<String> {
+    let list: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {body}"))
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_requests_of_a_kubelet_and_kube_proxy_are_answered_by_lwproxy() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::DynamicObject;
+
+    let site = site().await;
+    let cloud = site.cloud.kube().await;
+    let apply = async |plural: &str, group_version: &str, value: serde_json::Value| {
+        let (group, version) = group_version.split_once('/').unwrap_or(("", group_version));
+        let kind = value["kind"].as_str().unwrap().to_owned();
+        let ar = kube::core::ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: group_version.into(),
+            kind,
+            plural: plural.into(),
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(cloud.clone(), "default", &ar);
+        let obj: DynamicObject = serde_json::from_value(value).unwrap();
+        api.create(&PostParams::default(), &obj).await.unwrap();
+    };
+    apply(
+        "configmaps",
+        "v1",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}}),
+    )
+    .await;
+    apply(
+        "pods",
+        "v1",
+        serde_json::to_value(pod_mounting("web", "edge-1", "cfg")).unwrap(),
+    )
+    .await;
+    apply(
+        "pods",
+        "v1",
+        serde_json::to_value(plain_pod("elsewhere", "edge-2")).unwrap(),
+    )
+    .await;
+    apply(
+        "services",
+        "v1",
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"clusterIP": "10.96.0.20", "ports": [{"port": 80}]}}),
+    )
+    .await;
+    apply(
+        "services",
+        "v1",
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "headless"},
+        "spec": {"clusterIP": "None", "ports": [{"port": 80}]}}),
+    )
+    .await;
+    apply(
+        "services",
+        "v1",
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "other-proxy",
+        "labels": {"service.kubernetes.io/service-proxy-name": "x"}},
+        "spec": {"clusterIP": "10.96.0.21", "ports": [{"port": 80}]}}),
+    )
+    .await;
+    apply("endpointslices", "discovery.k8s.io/v1", json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "web-1", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.5"]}], "ports": [{"port": 80}]})).await;
+    eventually("the objects reach the edge", WAIT, || async {
+        let held = site.edge.held().await;
+        [
+            "pods/default/web",
+            "configmaps/default/cfg",
+            "services/default/web",
+            "services/default/headless",
+            "services/default/other-proxy",
+            "endpointslices.discovery.k8s.io/default/web-1",
+        ]
+        .iter()
+        .all(|k| held.contains_key(*k))
+    })
+    .await;
+
+    let addr = site.edge.running.lwproxy().unwrap().addr();
+    let proxy_labels = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
+    let lists: Vec<(String, Vec<&str>)> = vec![
+        // kubelet
+        ("/api/v1/nodes?fieldSelector=metadata.name%3Dedge-1&limit=500&resourceVersion=0".into(), vec!["edge-1"]),
+        ("/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&limit=500&resourceVersion=0".into(), vec!["web"]),
+        ("/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&limit=500&resourceVersion=0".into(), vec!["other-proxy", "web"]),
+        ("/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dcfg&limit=500&resourceVersion=0".into(), vec!["cfg"]),
+        ("/apis/storage.k8s.io/v1/csidrivers?limit=500&resourceVersion=0".into(), vec![]),
+        ("/apis/node.k8s.io/v1/runtimeclasses?limit=500&resourceVersion=0".into(), vec![]),
+        // kube-proxy
+        (format!("/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&{proxy_labels}&limit=500&resourceVersion=0"), vec!["web"]),
+        (format!("/apis/discovery.k8s.io/v1/endpointslices?{proxy_labels}&limit=500&resourceVersion=0"), vec!["web-1"]),
+    ];
+    for (path, expected) in &lists {
+        let (code, body) = testkit::http_get(addr, path).await.unwrap();
+        assert_eq!(code, 200, "{path}: {body}");
+        assert_eq!(item_names(&body), *expected, "{path}");
+    }
+    let (code, _) = testkit::http_get(
+        addr,
+        "/apis/storage.k8s.io/v1/csinodes/edge-1?resourceVersion=0",
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 404, "no CSINode yet");
+
+    // The node's Lease: created through lwproxy (forwarded), then renewed; it comes back down.
+    let leases: Api<Lease> = Api::namespaced(lwproxy_client(&site.edge), "kube-node-lease");
+    let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "edge-1"},
+        "spec": {"holderIdentity": "edge-1", "leaseDurationSeconds": 40}}))
+    .unwrap();
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    eventually("the lease reaches the edge", WAIT, || async {
+        held_rv(
+            &site.edge,
+            "leases.coordination.k8s.io/kube-node-lease/edge-1",
+        )
+        .await
+        .is_some()
+    })
+    .await;
+    let mut held = leases.get("edge-1").await.unwrap();
+    held.spec.as_mut().unwrap().lease_duration_seconds = Some(41);
+    leases
+        .replace("edge-1", &PostParams::default(), &held)
+        .await
+        .unwrap();
+    let in_cloud: Api<Lease> = Api::namespaced(cloud.clone(), "kube-node-lease");
+    assert_eq!(
+        in_cloud
+            .get("edge-1")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .lease_duration_seconds,
+        Some(41)
+    );
+
+    // The pod watch a kubelet keeps, resumed from the list's resourceVersion, sees what follows.
+    let (_, body) = testkit::http_get(
+        addr,
+        "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&limit=500&resourceVersion=0",
+    )
+    .await
+    .unwrap();
+    let rv: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let rv = rv["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pods: Api<Pod> = Api::namespaced(cloud.clone(), "default");
+    pods.create(&PostParams::default(), &plain_pod("second", "edge-1"))
+        .await
+        .unwrap();
+    let watch = format!(
+        "/api/v1/pods?allowWatchBookmarks=true&fieldSelector=spec.nodeName%3Dedge-1&resourceVersion={rv}&timeoutSeconds=2&watch=true"
+    );
+    let (code, body) = testkit::http_get(addr, &watch).await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains("\"ADDED\"") && body.contains("\"second\""),
+        "{body}"
+    );
+    assert!(
+        !body.contains("\"web\""),
+        "nothing from before the resourceVersion: {body}"
+    );
+    assert!(!body.contains("elsewhere"), "{body}");
+    site.edge.stop().await;
+    site.cloud.stop().await;
+}

@@ -1,7 +1,8 @@
 //! Which writes a node may make (the rules of Kubernetes' node authorizer and NodeRestriction,
 //! for what an edge node sends): register and update its own Node and its status, create and
-//! renew its own Lease, update the status of pods bound to it, delete pods bound to it, and
-//! create or update events. Everything else is refused with 403.
+//! renew its own Lease, manage its own CSINode, create mirror pods bound to it, update the
+//! status of pods bound to it, delete pods bound to it, and create or update events.
+//! Everything else is refused with 403.
 
 use apimachinery::{ApiError, ForwardedWrite};
 
@@ -41,6 +42,27 @@ pub(crate) fn authorize<'a>(
             if !matches!(verb, "create" | "update" | "patch") || sub.is_some() || !own {
                 return deny(format!(
                     "node {node:?} can only create and renew its own Lease in {NODE_LEASE_NAMESPACE}"
+                ));
+            }
+            Ok(())
+        }
+        ("storage.k8s.io", "csinodes") => {
+            if !matches!(verb, "create" | "update" | "patch" | "delete") || name != node {
+                return deny(format!("node {node:?} can only modify its own CSINode"));
+            }
+            Ok(())
+        }
+        ("", "pods") if verb == "create" && sub.is_none() => {
+            let body = write.body.as_ref();
+            let bound = body.and_then(|b| b["spec"]["nodeName"].as_str()) == Some(node);
+            let mirror = body.is_some_and(|b| {
+                b["metadata"]["annotations"]
+                    .get("kubernetes.io/config.mirror")
+                    .is_some()
+            });
+            if !(bound && mirror) {
+                return deny(format!(
+                    "node {node:?} can only create mirror pods bound to itself"
                 ));
             }
             Ok(())
@@ -135,6 +157,10 @@ mod tests {
         assert_eq!(check(&other), Err(403));
         let elsewhere = write("update", "coordination.k8s.io", "leases", "default", "n1");
         assert_eq!(check(&elsewhere), Err(403));
+        let csinode = write("update", "storage.k8s.io", "csinodes", "", "n1");
+        assert_eq!(check(&csinode), Ok(()));
+        let other = write("update", "storage.k8s.io", "csinodes", "", "n2");
+        assert_eq!(check(&other), Err(403));
     }
 
     #[test]
@@ -151,6 +177,13 @@ mod tests {
         assert_eq!(check(&write("delete", "", "pods", "d", "theirs")), Err(403));
         assert_eq!(check(&write("patch", "", "pods", "d", "mine")), Err(403));
         assert_eq!(check(&write("create", "", "pods", "d", "")), Err(403));
+        let mut mirror = write("create", "", "pods", "d", "");
+        mirror.body = Some(
+            json!({"metadata": {"name": "m", "annotations": {"kubernetes.io/config.mirror": "h"}}, "spec": {"nodeName": "n1"}}),
+        );
+        assert_eq!(check(&mirror), Ok(()));
+        mirror.body.as_mut().unwrap()["spec"]["nodeName"] = json!("n2");
+        assert_eq!(check(&mirror), Err(403));
         assert_eq!(
             check(&status(write("patch", "", "pods", "d", "unknown"))),
             Err(404)

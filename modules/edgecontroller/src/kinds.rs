@@ -7,8 +7,8 @@ use kube::core::ApiResource;
 pub(crate) enum Scope {
     /// The Node named like the node.
     Node,
-    /// The Lease in `kube-node-lease` named like the node.
-    Lease,
+    /// Objects named like the node: its Lease (in `kube-node-lease`), its CSINode.
+    Named,
     /// Pods bound to the node (`spec.nodeName`).
     Pod,
     /// ConfigMaps, Secrets and ServiceAccounts the node's pods reference.
@@ -55,11 +55,12 @@ impl Kind {
 
     /// The built-in kinds, in a fixed order (their index is their id).
     pub fn builtins() -> Vec<Kind> {
-        let mut lease = Kind::new("coordination.k8s.io", "v1", "Lease", "leases", Scope::Lease);
+        let mut lease = Kind::new("coordination.k8s.io", "v1", "Lease", "leases", Scope::Named);
         lease.namespace = Some(NODE_LEASE_NAMESPACE.into());
         vec![
             Kind::new("", "v1", "Node", "nodes", Scope::Node),
             lease,
+            Kind::new("storage.k8s.io", "v1", "CSINode", "csinodes", Scope::Named),
             Kind::new("", "v1", "Pod", "pods", Scope::Pod),
             Kind::new("", "v1", "ConfigMap", "configmaps", Scope::Referenced),
             Kind::new("", "v1", "Secret", "secrets", Scope::Referenced),

@@ -1,7 +1,7 @@
 //! What each edge node must hold, kept up to date as watch events arrive. Pure bookkeeping
 //! with no I/O: every change returns the sends and deletes it causes, per node.
 //!
-//! A node holds its Node and Lease, the pods bound to it, the configmaps, secrets and
+//! A node holds its Node, its Lease and CSINode, the pods bound to it, the configmaps, secrets and
 //! serviceaccounts those pods reference (counted per node, so an object shared by two pods
 //! leaves only with the last one), and every global object (services, endpointslices, cluster
 //! objects a kubelet reads).
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::kinds::{EDGE_LABEL, Kind, NODE_LEASE_NAMESPACE, Scope};
+use crate::kinds::{EDGE_LABEL, Kind, Scope};
 
 /// One object as watched.
 #[derive(Clone, Debug, PartialEq)]
@@ -157,7 +157,7 @@ impl State {
         let mut out = Vec::new();
         match self.kinds[obj.kind].scope {
             Scope::Node => self.node_changed(&obj, &mut out),
-            Scope::Lease => self.to_owner(&obj, Out::Upsert, &mut out),
+            Scope::Named => self.to_owner(&obj, Out::Upsert, &mut out),
             Scope::Pod => self.pod_changed(old.as_deref(), &obj, &mut out),
             Scope::Referenced => {
                 for node in self.referencing(&obj.key) {
@@ -186,7 +186,7 @@ impl State {
                     out.push(Out::Delete(obj.name.clone(), obj));
                 }
             }
-            Scope::Lease => self.to_owner(&obj, Out::Delete, &mut out),
+            Scope::Named => self.to_owner(&obj, Out::Delete, &mut out),
             Scope::Pod => {
                 if let Info::Pod { node, refs } = &obj.info
                     && !node.is_empty()
@@ -229,22 +229,23 @@ impl State {
         out
     }
 
-    /// Everything `node` should hold (nothing unless it is an edge node): its Node, its Lease,
-    /// what its pods reference, the global objects, then its pods.
+    /// Everything `node` should hold (nothing unless it is an edge node): its Node, the objects
+    /// named after it (Lease, CSINode), what its pods reference, the global objects, then its pods.
     pub fn desired(&self, node: &str) -> Vec<Arc<Obj>> {
         if !self.edge.contains(node) {
             return Vec::new();
         }
         let node_key = wire::object_key("nodes", None, node);
-        let lease_key = wire::object_key(
-            "leases.coordination.k8s.io",
-            Some(NODE_LEASE_NAMESPACE),
-            node,
-        );
+        let named: Vec<String> = self
+            .kinds
+            .iter()
+            .filter(|k| k.scope == Scope::Named)
+            .map(|k| wire::object_key(&k.store_resource(), k.namespace.as_deref(), node))
+            .collect();
         let refs = self.node_refs.get(node).into_iter().flat_map(|m| m.keys());
         let pods = self.pods_on.get(node).into_iter().flatten();
-        [&node_key, &lease_key]
-            .into_iter()
+        std::iter::once(&node_key)
+            .chain(&named)
             .chain(refs)
             .chain(self.globals.iter())
             .chain(pods)
@@ -280,9 +281,10 @@ impl State {
         }
     }
 
-    /// Sends a lease to the node it is named after.
+    /// Sends an object named after a node (its Lease, its CSINode) to that node; the watch of
+    /// leases covers only `kube-node-lease`.
     fn to_owner(&self, obj: &Arc<Obj>, out_of: fn(String, Arc<Obj>) -> Out, out: &mut Vec<Out>) {
-        if obj.namespace == NODE_LEASE_NAMESPACE && self.edge.contains(&obj.name) {
+        if self.edge.contains(&obj.name) {
             out.push(out_of(obj.name.clone(), obj.clone()));
         }
     }
