@@ -314,23 +314,29 @@ fn dry_run_answer(mut next: Value, held: Option<&StoredObject>) -> Value {
 /// The 503 for a write that cannot be made while the node is offline.
 fn offline(req: &WriteRequest<'_>, change: &Change) -> ApiError {
     ApiError::service_unavailable(format!(
-        "the cloud is unreachable: this node has no link to it, so the {} of {} {:?} cannot be \
+        "the cloud is unreachable: this node has no link to it, so the {} of {} cannot be \
          made; while offline only pod and node status and leases are written (locally, sent \
          when the link is back)",
         change.verb(),
-        req.info.plural,
-        req.name,
+        target(req),
     ))
 }
 
 /// The 503 for a forwarded write the cloud did not answer.
 fn not_forwarded(req: &WriteRequest<'_>, change: &Change, why: &str) -> ApiError {
     ApiError::service_unavailable(format!(
-        "the {} of {} {:?} could not be made in the cloud: {why}",
+        "the {} of {} could not be made in the cloud: {why}",
         change.verb(),
-        req.info.plural,
-        req.name,
+        target(req),
     ))
+}
+
+/// `pods "web"`, or `a new pods` for a create.
+fn target(req: &WriteRequest<'_>) -> String {
+    match req.name {
+        "" => format!("a new {}", req.info.plural),
+        name => format!("{} {name:?}", req.info.plural),
+    }
 }
 
 /// A 500 naming what failed, with its causes.
