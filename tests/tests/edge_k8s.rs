@@ -588,3 +588,73 @@ async fn the_requests_of_a_kubelet_and_kube_proxy_are_answered_by_lwproxy() {
     site.edge.stop().await;
     site.cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_delete_is_finished_by_the_node_as_a_kubelet_does() {
+    use kube::api::Preconditions;
+
+    let site = site().await;
+    let cloud = site.cloud.kube().await;
+    let pods: Api<Pod> = Api::namespaced(cloud.clone(), "default");
+    let created = pods
+        .create(&PostParams::default(), &plain_pod("web", "edge-1"))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&site.edge), "default");
+    eventually("the pod reaches the edge", WAIT, || async {
+        at_edge.get_opt("web").await.unwrap().is_some()
+    })
+    .await;
+
+    // The node reports its own status (strategic merge patch, as a kubelet sends it).
+    let nodes: Api<Node> = Api::all(lwproxy_client(&site.edge));
+    let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}});
+    nodes
+        .patch_status("edge-1", &PatchParams::default(), &Patch::Strategic(&ready))
+        .await
+        .unwrap();
+    let in_cloud: Api<Node> = Api::all(cloud.clone());
+    let conditions = in_cloud
+        .get("edge-1")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .conditions
+        .unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+
+    // An admin deletes the bound pod: it is only marked, and the mark reaches the edge.
+    pods.delete("web", &DeleteParams::default()).await.unwrap();
+    eventually("the deletion mark reaches the edge", WAIT, || async {
+        let pod = at_edge.get("web").await.unwrap();
+        pod.metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    // The node, its containers stopped, deletes it for good (grace 0, uid precondition).
+    let finish = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    at_edge.delete("web", &finish).await.unwrap();
+    eventually(
+        "the pod is gone in the cloud and at the edge",
+        WAIT,
+        || async {
+            pods.get_opt("web").await.unwrap().is_none()
+                && at_edge.get_opt("web").await.unwrap().is_none()
+        },
+    )
+    .await;
+    site.edge.stop().await;
+    site.cloud.stop().await;
+}
