@@ -84,10 +84,17 @@ pub async fn start_with(
     for module in extra {
         runtime.register_with_capacity(module, capacity);
     }
-    let metrics: Option<ExtraMetrics> = hub.clone().map(|h| {
-        Arc::new(move |reg: &mut prometheus_client::registry::Registry| h.register_metrics(reg))
-            as ExtraMetrics
-    });
+    let (h, c) = (hub.clone(), controller.clone());
+    let metrics: Option<ExtraMetrics> = Some(Arc::new(
+        move |reg: &mut prometheus_client::registry::Registry| {
+            if let Some(h) = &h {
+                h.register_metrics(reg);
+            }
+            if let Some(c) = &c {
+                c.register_metrics(reg);
+            }
+        },
+    ));
     let core = Core::start(
         "cloudcore",
         &config.common_config,

@@ -398,6 +398,17 @@ async fn a_node_cannot_update_the_status_of_another_nodes_pod() {
         Some("Failed"),
         "the refused status was not applied"
     );
+    // The refusal is counted on cloudcore's /metrics.
+    let mut registry = prometheus_client::registry::Registry::default();
+    let controller = site.cloud.running.controller().unwrap();
+    controller.register_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains("edgecontroller_refused_writes_total 1"),
+        "{text}"
+    );
+    assert!(text.contains("edgecontroller_ready 1"), "{text}");
     site.edge.stop().await;
     site.cloud.stop().await;
 }

@@ -398,6 +398,35 @@ impl Handle {
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
+
+    /// Adds the `edgecontroller_*` metrics (read at scrape time) to `registry`.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        let sub = registry.sub_registry_with_prefix("edgecontroller");
+        sub.register(
+            "ready",
+            "1 once every watch has listed (resyncs are answered)",
+            ConstGauge::new(i64::from(*self.ready.borrow())),
+        );
+        let counters = [
+            ("upserts", "Objects sent to edge nodes", &self.stats.upserts),
+            ("deletes", "Deletes sent to edge nodes", &self.stats.deletes),
+            (
+                "node_writes",
+                "Writes from edge nodes replayed against the API",
+                &self.stats.writes,
+            ),
+            (
+                "refused_writes",
+                "Writes from edge nodes refused by node authorization",
+                &self.stats.refused,
+            ),
+        ];
+        for (name, help, value) in counters {
+            sub.register(name, help, ConstCounter::new(value.load(Ordering::Relaxed)));
+        }
+    }
 }
 
 /// [`authz::authorize`] with the pod read from the API (the watch may not have delivered it).
