@@ -71,6 +71,11 @@ pub async fn start_with(
         hub = Some(handle);
     }
     let mut controller = None;
+    if config.modules.edge_controller.enable && kubeconfig.is_none() {
+        tracing::warn!(
+            "modules.edgeController is enabled but there is no Kubernetes API (kubeAPIConfig.kubeConfig is empty and modules.apiServer is disabled): edgecontroller does not run"
+        );
+    }
     if config.modules.edge_controller.enable
         && let Some(path) = &kubeconfig
     {
