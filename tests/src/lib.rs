@@ -117,7 +117,18 @@ pub async fn cloud_with(
 
 /// Starts the whole cloudcore (embedded control plane, cloudhub, edgecontroller) on loopback.
 pub async fn k8s_cloud(pki: &Pki, ports: Ports) -> Cloud {
-    let cloud = start_cloud(cloud_config(pki, ports), Desired::new(), Vec::new()).await;
+    k8s_cloud_with(pki, ports, |_| {}).await
+}
+
+/// Like [`k8s_cloud`], with the config adjusted by `tweak` before start.
+pub async fn k8s_cloud_with(
+    pki: &Pki,
+    ports: Ports,
+    tweak: impl Fn(&mut cloudcore::Config),
+) -> Cloud {
+    let mut config = cloud_config(pki, ports);
+    tweak(&mut config);
+    let cloud = start_cloud(config, Desired::new(), Vec::new()).await;
     let mut ready = cloud
         .running
         .controller()

@@ -669,3 +669,84 @@ async fn a_graceful_delete_is_finished_by_the_node_as_a_kubelet_does() {
     site.edge.stop().await;
     site.cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscribed_custom_resource_and_its_crd_reach_the_edge_where_lwproxy_serves_it() {
+    use kube::api::DynamicObject;
+    use kube::core::ApiResource;
+
+    let pki = Pki::new();
+    let cloud = e2e::k8s_cloud_with(&pki, Ports::default(), |c| {
+        c.modules.edge_controller.custom_resources =
+            vec!["devices.kubeedge.io/v1beta1/devices/Device".into()];
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let transport = link::Transport::WebSocket;
+    let edge = edge(edge_config(
+        &pki.node("edge-1"),
+        cloud.addr(transport),
+        transport,
+        &dir.path().join("edge.db"),
+    ))
+    .await;
+    let client = cloud.kube().await;
+    let crd_resource = ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    };
+    let crd: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "devices.devices.kubeedge.io"},
+        "spec": {
+            "group": "devices.kubeedge.io", "scope": "Namespaced",
+            "names": {"plural": "devices", "singular": "device", "kind": "Device", "listKind": "DeviceList"},
+            "versions": [{"name": "v1beta1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap();
+    Api::<DynamicObject>::all_with(client.clone(), &crd_resource)
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let device_resource = ApiResource {
+        group: "devices.kubeedge.io".into(),
+        version: "v1beta1".into(),
+        api_version: "devices.kubeedge.io/v1beta1".into(),
+        kind: "Device".into(),
+        plural: "devices".into(),
+    };
+    let devices =
+        Api::<DynamicObject>::namespaced_with(client.clone(), "default", &device_resource);
+    let device: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "devices.kubeedge.io/v1beta1", "kind": "Device",
+        "metadata": {"name": "thermometer"}, "spec": {"protocol": "modbus"},
+    }))
+    .unwrap();
+    // The CRD may take a moment to be served after its creation.
+    eventually("the device is created", WAIT, || async {
+        devices
+            .create(&PostParams::default(), &device)
+            .await
+            .is_ok()
+    })
+    .await;
+    let at_edge =
+        Api::<DynamicObject>::namespaced_with(lwproxy_client(&edge), "default", &device_resource);
+    eventually("lwproxy serves the device", WAIT, || async {
+        at_edge
+            .get("thermometer")
+            .await
+            .is_ok_and(|d| d.data["spec"]["protocol"] == "modbus")
+    })
+    .await;
+    assert!(edge.held().await.contains_key(
+        "customresourcedefinitions.apiextensions.k8s.io//devices.devices.kubeedge.io"
+    ));
+    edge.stop().await;
+    cloud.stop().await;
+}
