@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     /// Run edgecontroller. Default true.
     pub enable: bool,
-    /// Custom resources every edge node holds, as `group/version/plural/Kind`
-    /// (`devices.kubeedge.io/v1beta1/devices/Device`); their CRDs go along. Default none.
+    /// Custom resources edge nodes hold, as `group/version/plural/Kind`
+    /// (`devices.kubeedge.io/v1beta1/devices/Device`): an object with `spec.nodeName` goes to
+    /// that node only, any other to every edge node; the CRDs go to every edge node. Default none.
     pub custom_resources: Vec<String>,
     /// Create the Node (labelled `node-role.kubernetes.io/edge`) of a node that connects without
     /// one. Default true.

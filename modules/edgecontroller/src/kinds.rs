@@ -14,8 +14,11 @@ pub(crate) enum Scope {
     /// ConfigMaps, Secrets and ServiceAccounts the node's pods reference.
     Referenced,
     /// Every edge node (services and endpointslices for kube-proxy, cluster objects a kubelet
-    /// reads, subscribed custom resources).
+    /// reads, the CRDs of subscribed custom resources).
     Global,
+    /// Subscribed custom resources: the node named in `spec.nodeName` when set (a device bound
+    /// to a node), else every edge node.
+    Custom,
 }
 
 /// One watched resource type.
@@ -115,7 +118,7 @@ impl Kind {
             Scope::Global,
         );
         crd.field_selector = Some(format!("metadata.name={plural}.{group}"));
-        Some([crd, Kind::new(group, version, kind, plural, Scope::Global)])
+        Some([crd, Kind::new(group, version, kind, plural, Scope::Custom)])
     }
 
     /// `plural` for the core group, else `plural.group`: the edge store's collection name.
@@ -155,7 +158,7 @@ mod tests {
         );
         assert_eq!(k.store_resource(), "devices.devices.kubeedge.io");
         assert_eq!(k.api_resource().api_version, "devices.kubeedge.io/v1beta1");
-        assert_eq!(k.scope, Scope::Global);
+        assert_eq!(k.scope, Scope::Custom);
         assert!(Kind::custom("devices.kubeedge.io/v1beta1/devices").is_none());
         assert!(Kind::custom("a//b/C").is_none());
     }

@@ -40,6 +40,8 @@ pub(crate) enum Info {
     Pod { node: String, refs: Vec<String> },
     /// A node: whether it carries the edge label.
     Node { edge: bool },
+    /// A custom resource: the node it is bound to (`spec.nodeName`; empty: every node).
+    Custom { node: String },
 }
 
 /// One thing to tell one node.
@@ -60,6 +62,8 @@ pub(crate) struct State {
     /// referenced key → node → count (the same counts, indexed the other way).
     ref_nodes: HashMap<String, HashMap<String, u32>>,
     globals: BTreeSet<String>,
+    /// node → custom resources bound to it.
+    bound_on: HashMap<String, BTreeSet<String>>,
 }
 
 // === impl Obj ===
@@ -87,6 +91,12 @@ impl Obj {
             },
             Scope::Node => Info::Node {
                 edge: meta["labels"].get(EDGE_LABEL).is_some(),
+            },
+            Scope::Custom => Info::Custom {
+                node: value["spec"]["nodeName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into(),
             },
             _ => Info::Plain,
         };
@@ -118,6 +128,7 @@ impl State {
             node_refs: HashMap::new(),
             ref_nodes: HashMap::new(),
             globals: BTreeSet::new(),
+            bound_on: HashMap::new(),
         }
     }
 
@@ -164,12 +175,8 @@ impl State {
                     out.push(Out::Upsert(node, obj.clone()));
                 }
             }
-            Scope::Global => {
-                self.globals.insert(obj.key.clone());
-                for node in &self.edge {
-                    out.push(Out::Upsert(node.clone(), obj.clone()));
-                }
-            }
+            Scope::Global => self.place_everywhere(&obj, &mut out),
+            Scope::Custom => self.custom_changed(old.as_ref(), &obj, &mut out),
         }
         out
     }
@@ -199,12 +206,8 @@ impl State {
                     out.push(Out::Delete(node, obj.clone()));
                 }
             }
-            Scope::Global => {
-                self.globals.remove(key);
-                for node in &self.edge {
-                    out.push(Out::Delete(node.clone(), obj.clone()));
-                }
-            }
+            Scope::Global => self.remove_everywhere(&obj, &mut out),
+            Scope::Custom => self.unplace(&obj, &mut out),
         }
         out
     }
@@ -244,10 +247,12 @@ impl State {
             .collect();
         let refs = self.node_refs.get(node).into_iter().flat_map(|m| m.keys());
         let pods = self.pods_on.get(node).into_iter().flatten();
+        let bound = self.bound_on.get(node).into_iter().flatten();
         std::iter::once(&node_key)
             .chain(&named)
             .chain(refs)
             .chain(self.globals.iter())
+            .chain(bound)
             .chain(pods)
             .filter_map(|k| self.objects.get(k).cloned())
             .collect()
@@ -260,6 +265,64 @@ impl State {
                 .iter()
                 .map(|o| (o.key.as_str(), o.rv.as_str())),
         )
+    }
+
+    /// A global object goes to every edge node.
+    fn place_everywhere(&mut self, obj: &Arc<Obj>, out: &mut Vec<Out>) {
+        self.globals.insert(obj.key.clone());
+        for node in &self.edge {
+            out.push(Out::Upsert(node.clone(), obj.clone()));
+        }
+    }
+
+    fn remove_everywhere(&mut self, obj: &Arc<Obj>, out: &mut Vec<Out>) {
+        self.globals.remove(&obj.key);
+        for node in &self.edge {
+            out.push(Out::Delete(node.clone(), obj.clone()));
+        }
+    }
+
+    /// A custom resource goes to the node it is bound to, or to every node; moving it takes it
+    /// away from where it was.
+    fn custom_changed(&mut self, old: Option<&Arc<Obj>>, obj: &Arc<Obj>, out: &mut Vec<Out>) {
+        let node = bound_node(obj);
+        if let Some(old) = old.filter(|o| bound_node(o) != node) {
+            let mut gone = Vec::new();
+            self.unplace(old, &mut gone);
+            // Nodes that keep it get the new version below rather than a delete.
+            gone.retain(|o| matches!(o, Out::Delete(n, _) if !node.is_empty() && n != node));
+            out.extend(gone);
+        }
+        match node {
+            "" => self.place_everywhere(obj, out),
+            node => {
+                self.bound_on
+                    .entry(node.into())
+                    .or_default()
+                    .insert(obj.key.clone());
+                if self.edge.contains(node) {
+                    out.push(Out::Upsert(node.into(), obj.clone()));
+                }
+            }
+        }
+    }
+
+    /// Takes a custom resource away from where it is placed.
+    fn unplace(&mut self, obj: &Arc<Obj>, out: &mut Vec<Out>) {
+        match bound_node(obj) {
+            "" => self.remove_everywhere(obj, out),
+            node => {
+                if let Some(keys) = self.bound_on.get_mut(node) {
+                    keys.remove(&obj.key);
+                    if keys.is_empty() {
+                        self.bound_on.remove(node);
+                    }
+                }
+                if self.edge.contains(node) {
+                    out.push(Out::Delete(node.into(), obj.clone()));
+                }
+            }
+        }
     }
 
     fn node_changed(&mut self, obj: &Arc<Obj>, out: &mut Vec<Out>) {
@@ -383,6 +446,14 @@ impl State {
             .filter(|n| self.edge.contains(*n))
             .cloned()
             .collect()
+    }
+}
+
+/// The node a custom resource is bound to (`""`: none).
+fn bound_node(obj: &Obj) -> &str {
+    match &obj.info {
+        Info::Custom { node } => node,
+        _ => "",
     }
 }
 

@@ -224,3 +224,42 @@ fn every_kind_of_pod_reference_is_found() {
         ]
     );
 }
+
+#[test]
+fn a_custom_resource_bound_to_a_node_goes_only_there_and_follows_a_move() {
+    let [crd, device] = Kind::custom("devices.kubeedge.io/v1beta1/devices/Device").unwrap();
+    let mut kinds = Kind::builtins();
+    kinds.extend([crd, device]);
+    let mut s = State::new(kinds);
+    s.apply(node(&s, "e1", true, "1"));
+    s.apply(node(&s, "e2", true, "2"));
+    let dev = |s: &State, on: Option<&str>, rv: &str| {
+        let id = s
+            .kinds()
+            .iter()
+            .position(|k| k.plural == "devices")
+            .unwrap();
+        let value = json!({"metadata": {"name": "d", "namespace": "default", "resourceVersion": rv},
+            "spec": {"nodeName": on}});
+        Obj::from_value(id, &s.kinds()[id], value)
+    };
+    let key = "devices.devices.kubeedge.io/default/d";
+    assert_eq!(
+        summary(&s.apply(dev(&s, Some("e1"), "3"))),
+        vec![up("e1", key)]
+    );
+    assert_eq!(
+        summary(&s.apply(dev(&s, Some("e2"), "4"))),
+        vec![del("e1", key), up("e2", key)]
+    );
+    // Unbound: every edge node holds it; the node that had it gets the new version, no delete.
+    let mut got = summary(&s.apply(dev(&s, None, "5")));
+    got.sort();
+    assert_eq!(got, vec![up("e1", key), up("e2", key)]);
+    let mut got = summary(&s.apply(dev(&s, Some("e1"), "6")));
+    got.sort();
+    assert_eq!(got, vec![up("e1", key), del("e2", key)]);
+    assert!(s.desired("e1").iter().any(|o| o.key == key));
+    assert!(s.desired("e2").iter().all(|o| o.key != key));
+    assert_eq!(summary(&s.delete(key)), vec![del("e1", key)]);
+}
