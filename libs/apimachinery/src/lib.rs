@@ -11,6 +11,7 @@
 pub mod catalog;
 pub mod fields;
 pub mod forward;
+pub mod noderules;
 pub mod patch;
 pub mod selector;
 pub mod status;

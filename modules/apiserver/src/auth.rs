@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use apimachinery::ApiError;
+use apimachinery::noderules::{NodeRule, NodeWrite};
 use apimachinery::patch::PatchType;
 use bytes::Bytes;
 use kapi::{Backend, DeleteOptions, User, WriteRequest};
@@ -18,9 +19,8 @@ pub struct Authenticator {
     admin_token: String,
 }
 
-/// Wraps the local backend: administrators write anything; a node writes only what a node may
-/// (its Node and its status, its Lease, the status of pods bound to it, deleting those pods,
-/// events); anyone else is refused.
+/// Wraps the local backend: administrators write anything; a node writes only what
+/// [`apimachinery::noderules`] allows a node; anyone else is refused.
 pub struct NodeRestriction {
     pub inner: Arc<dyn Backend>,
     pub store: objstore::Store,
@@ -70,69 +70,45 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 // === impl NodeRestriction ===
 
 impl NodeRestriction {
-    async fn check(&self, req: &WriteRequest<'_>, verb: &str) -> Result<(), ApiError> {
+    /// Administrators write anything; a node what [`apimachinery::noderules`] allows it; anyone
+    /// else nothing. `body` is the object written, if any.
+    async fn check(
+        &self,
+        req: &WriteRequest<'_>,
+        verb: &str,
+        body: Option<&Value>,
+    ) -> Result<(), ApiError> {
         let user = req.user;
         if user.groups.iter().any(|g| g == MASTERS) {
             return Ok(());
         }
-        let refuse = |why: &str| {
-            Err(ApiError::forbidden(
-                &req.info.group,
-                &req.info.plural,
-                req.name,
-                &format!(
-                    "User \"{}\" cannot {verb} resource \"{}\": {why}",
-                    user.name,
-                    resource_name(req)
-                ),
-            ))
-        };
         let Some(node) = node_of(user) else {
-            return refuse("only administrators and nodes may write");
-        };
-        let group = req.info.group.as_str();
-        match (group, req.info.plural.as_str(), req.subresource) {
-            ("", "events", _) | ("events.k8s.io", "events", _) => Ok(()),
-            ("", "nodes", _) if verb != "delete" => {
-                match req.name == node || (verb == "create" && req.name.is_empty()) {
-                    true => Ok(()),
-                    false => refuse(&format!(
-                        "node \"{node}\" can only modify its own Node object"
-                    )),
-                }
-            }
-            ("coordination.k8s.io", "leases", None)
-                if req.namespace == "kube-node-lease" && verb != "delete" =>
-            {
-                match req.name == node || (verb == "create" && req.name.is_empty()) {
-                    true => Ok(()),
-                    false => refuse(&format!("node \"{node}\" can only renew its own Lease")),
-                }
-            }
-            ("", "pods", Some("status")) if verb == "update" || verb == "patch" => {
-                self.bound_to(req, node).await
-            }
-            ("", "pods", None) if verb == "delete" => self.bound_to(req, node).await,
-            ("", "pods", _) => {
-                refuse("a node may only change the status of pods bound to it, or delete them")
-            }
-            _ => refuse(&format!("node \"{node}\" may not {verb} this resource")),
-        }
-    }
-
-    /// Allows the request if the pod it names is bound to `node`.
-    async fn bound_to(&self, req: &WriteRequest<'_>, node: &str) -> Result<(), ApiError> {
-        match self.pod_node(req).await? {
-            Some(bound) if bound == node => Ok(()),
-            _ => Err(ApiError::forbidden(
+            let why = format!(
+                "User {:?} cannot {verb} resource {:?}: only administrators and nodes may write",
+                user.name,
+                resource_name(req)
+            );
+            return Err(ApiError::forbidden(
                 &req.info.group,
                 &req.info.plural,
                 req.name,
-                &format!(
-                    "User \"{}\" cannot modify pod \"{}\": it is not bound to node \"{node}\"",
-                    req.user.name, req.name
-                ),
-            )),
+                &why,
+            ));
+        };
+        let asked = NodeWrite {
+            node,
+            verb,
+            group: &req.info.group,
+            resource: &req.info.plural,
+            namespace: req.namespace,
+            name: req.name,
+            subresource: req.subresource,
+            body,
+        };
+        match asked.rule() {
+            NodeRule::Allowed => Ok(()),
+            NodeRule::Denied(e) => Err(e),
+            NodeRule::IfPodBound => asked.check_bound(self.pod_node(req).await?.as_deref()),
         }
     }
 
@@ -145,11 +121,7 @@ impl NodeRestriction {
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?;
         let Some(found) = found else {
-            return Err(ApiError::not_found(
-                &req.info.group,
-                &req.info.plural,
-                req.name,
-            ));
+            return Ok(None);
         };
         let pod: Value =
             serde_json::from_slice(&found.value).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -164,12 +136,12 @@ impl Backend for NodeRestriction {
             name: obj["metadata"]["name"].as_str().unwrap_or(""),
             ..req.clone()
         };
-        self.check(&named, "create").await?;
+        self.check(&named, "create", Some(&obj)).await?;
         self.inner.create(req, obj).await
     }
 
     async fn update(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
-        self.check(req, "update").await?;
+        self.check(req, "update", Some(&obj)).await?;
         self.inner.update(req, obj).await
     }
 
@@ -179,7 +151,7 @@ impl Backend for NodeRestriction {
         kind: PatchType,
         patch: Bytes,
     ) -> Result<Value, ApiError> {
-        self.check(req, "patch").await?;
+        self.check(req, "patch", None).await?;
         self.inner.patch(req, kind, patch).await
     }
 
@@ -188,7 +160,7 @@ impl Backend for NodeRestriction {
         req: &WriteRequest<'_>,
         opts: DeleteOptions,
     ) -> Result<(u16, Value), ApiError> {
-        self.check(req, "delete").await?;
+        self.check(req, "delete", None).await?;
         self.inner.delete(req, opts).await
     }
 }

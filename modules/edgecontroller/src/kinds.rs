@@ -1,5 +1,6 @@
 //! The resource types edgecontroller watches, and which nodes get each one.
 
+use apimachinery::noderules::NODE_LEASE_NAMESPACE;
 use kube::core::ApiResource;
 
 /// Which edge nodes hold an object of a kind.
@@ -34,9 +35,6 @@ pub(crate) struct Kind {
     /// Watch only objects matching this field selector (the CRD of a custom resource).
     pub field_selector: Option<String>,
 }
-
-/// The namespace of node leases.
-pub(crate) const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// The label that makes a Node an edge node.
 pub const EDGE_LABEL: &str = "node-role.kubernetes.io/edge";
