@@ -11,6 +11,7 @@
 
 pub mod local;
 mod registry;
+pub mod serve;
 mod server;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 pub use registry::Registry;
+pub use serve::{PeerCertificate, serve};
 pub use server::router;
 
 /// Who makes a request (from a bearer token or a client certificate, or the local default).

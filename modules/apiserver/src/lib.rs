@@ -50,7 +50,6 @@ struct Serving {
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: axum::Router,
-    auth: Arc<auth::Authenticator>,
 }
 
 /// What the daemon and tests need to reach the control plane.
@@ -113,8 +112,10 @@ impl ApiServer {
         let serving = Serving {
             listener,
             tls: Arc::new(tls),
-            app: kapi::router(api),
-            auth: Arc::new(auth::Authenticator::new(token.clone())),
+            app: serve::authenticated(
+                kapi::router(api),
+                Arc::new(auth::Authenticator::new(token.clone())),
+            ),
         };
         let handle = Handle {
             addr,
@@ -157,7 +158,7 @@ impl Module for ApiServer {
             return Err("the apiserver listener was already used by an earlier run".into());
         };
         let tasks = TaskTracker::new();
-        serve::serve(s.listener, s.tls, s.app, s.auth, shutdown, tasks.clone()).await;
+        kapi::serve(s.listener, Some(s.tls), s.app, shutdown, tasks.clone()).await;
         tasks.close();
         if tokio::time::timeout(Duration::from_secs(5), tasks.wait())
             .await

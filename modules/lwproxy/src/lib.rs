@@ -15,7 +15,6 @@ mod crds;
 mod envelope;
 mod error;
 mod local;
-mod serve;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -152,7 +151,7 @@ impl Module for LwProxy {
         let tasks = TaskTracker::new();
         let crds = crds::follow(self.store.clone(), self.registry.clone(), shutdown.clone());
         tasks.spawn(crds);
-        let serving = serve::serve(s.listener, s.tls, s.app, shutdown.clone(), tasks.clone());
+        let serving = kapi::serve(s.listener, s.tls, s.app, shutdown.clone(), tasks.clone());
         tokio::pin!(serving);
         loop {
             tokio::select! {

@@ -1,12 +1,14 @@
-//! Serving: accept connections on the bound listener (TLS first when configured), one task per
-//! connection under a semaphore, HTTP/1.1 or HTTP/2 into the REST routes. Watches never end on
-//! their own, so at shutdown open connections are dropped rather than drained.
+//! Serving the REST routes: accept connections on a bound listener (TLS first when configured),
+//! one task per connection under a semaphore, HTTP/1.1 or HTTP/2. A client certificate a TLS
+//! client presented reaches the routes as a [`PeerCertificate`] request extension (the caller's
+//! authentication layer turns it into a [`crate::User`]). Watches never end on their own, so at
+//! shutdown open connections are dropped rather than drained.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
+use axum::{Extension, Router};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -21,8 +23,12 @@ const MAX_CONNECTIONS: usize = 1024;
 /// Time a client has to finish the TLS handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
 
+/// The first certificate a TLS client presented, on each request of its connection.
+#[derive(Clone, Debug)]
+pub struct PeerCertificate(pub rustls::pki_types::CertificateDer<'static>);
+
 /// Accepts connections until `shutdown`; every connection runs on `tasks`.
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     app: Router,
@@ -58,7 +64,16 @@ pub(crate) async fn serve(
                 return connection(tcp, remote, app, shutdown).await;
             };
             match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => connection(tls, remote, app, shutdown).await,
+                Ok(Ok(tls)) => {
+                    let peer = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
+                    let app = match peer {
+                        Some(cert) => {
+                            app.layer(Extension(PeerCertificate(cert.clone().into_owned())))
+                        }
+                        None => app,
+                    };
+                    connection(tls, remote, app, shutdown).await
+                }
                 Ok(Err(e)) => tracing::debug!(%remote, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
             }
