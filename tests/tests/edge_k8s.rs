@@ -750,3 +750,68 @@ async fn a_subscribed_custom_resource_and_its_crd_reach_the_edge_where_lwproxy_s
     edge.stop().await;
     cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_cloud_restart_the_digests_agree_and_nothing_is_sent_again() {
+    let Site {
+        _pki: pki,
+        _dir: dir,
+        cloud,
+        edge,
+    } = site().await;
+    let client = cloud.kube().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&PostParams::default(), &configmap("cfg", "1"))
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for name in ["a", "b", "c"] {
+        pods.create(&PostParams::default(), &pod_mounting(name, "edge-1", "cfg"))
+            .await
+            .unwrap();
+    }
+    eventually(
+        "the edge holds its node, pods and configmap",
+        WAIT,
+        || async {
+            let held = edge.held().await;
+            held.keys().filter(|k| k.starts_with("pods/")).count() == 3
+                && held.contains_key("configmaps/default/cfg")
+                && held.contains_key("nodes//edge-1")
+        },
+    )
+    .await;
+    let before = edge.held().await;
+    let ports = cloud.ports();
+    cloud.stop().await;
+    let connects = edge
+        .running
+        .hub()
+        .unwrap()
+        .stats()
+        .connects
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let cloud = k8s_cloud(&pki, ports).await;
+    eventually("the edge is back", WAIT, || async {
+        let stats = edge.running.hub().unwrap().stats();
+        stats.connects.load(std::sync::atomic::Ordering::Relaxed) > connects
+            && cloud.hub().node("edge-1").is_some_and(|c| c.connected)
+    })
+    .await;
+    // edgecontroller's digest of what the node should hold equals the edge store's: the hello
+    // matched, no inventory was asked for and nothing was sent.
+    let counters = cloud.hub().node("edge-1").unwrap();
+    assert_eq!((counters.sent, counters.resyncs), (0, 0), "{counters:?}");
+    let inventories = edge
+        .running
+        .hub()
+        .unwrap()
+        .stats()
+        .inventories
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(inventories, 0);
+    assert_eq!(edge.held().await, before);
+    edge.stop().await;
+    cloud.stop().await;
+    drop(dir);
+}
