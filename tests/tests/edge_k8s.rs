@@ -512,12 +512,12 @@ async fn the_requests_of_a_kubelet_and_kube_proxy_are_answered_by_lwproxy() {
         // kubelet
         ("/api/v1/nodes?fieldSelector=metadata.name%3Dedge-1&limit=500&resourceVersion=0".into(), vec!["edge-1"]),
         ("/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&limit=500&resourceVersion=0".into(), vec!["web"]),
-        ("/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&limit=500&resourceVersion=0".into(), vec!["other-proxy", "web"]),
+        ("/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&limit=500&resourceVersion=0".into(), vec!["kubernetes", "other-proxy", "web"]),
         ("/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dcfg&limit=500&resourceVersion=0".into(), vec!["cfg"]),
         ("/apis/storage.k8s.io/v1/csidrivers?limit=500&resourceVersion=0".into(), vec![]),
         ("/apis/node.k8s.io/v1/runtimeclasses?limit=500&resourceVersion=0".into(), vec![]),
         // kube-proxy
-        (format!("/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&{proxy_labels}&limit=500&resourceVersion=0"), vec!["web"]),
+        (format!("/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&{proxy_labels}&limit=500&resourceVersion=0"), vec!["kubernetes", "web"]),
         (format!("/apis/discovery.k8s.io/v1/endpointslices?{proxy_labels}&limit=500&resourceVersion=0"), vec!["web-1"]),
     ];
     for (path, expected) in &lists {

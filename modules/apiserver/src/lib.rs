@@ -40,6 +40,9 @@ pub const SYSTEM_NAMESPACES: &[&str] = &[
     "kubeedge",
 ];
 
+/// The cluster IP of `default/kubernetes` (the first address of the default service range).
+pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
+
 /// The control plane as a beehive module: bound by [`ApiServer::bind`], serving once run.
 pub struct ApiServer {
     config: Config,
@@ -100,6 +103,7 @@ impl ApiServer {
                 addr: config.bind_address,
                 source,
             })?;
+        ensure_kubernetes_service(&api, addr.port()).await?;
         let text = kubeconfig::render(kubeconfig::dial_address(addr), ca.cert_pem(), &token);
         kubeconfig::write(&config.admin_kubeconfig, &text).map_err(|source| {
             ApiServerError::Io {
@@ -226,6 +230,41 @@ async fn build_api(store: objstore::Store) -> Result<Api, ApiServerError> {
         version: version(),
         default_user: None,
     })
+}
+
+/// The `default/kubernetes` Service clients in pods find the API by (its environment variables
+/// and cluster DNS name), created once.
+async fn ensure_kubernetes_service(api: &Api, port: u16) -> Result<(), ApiServerError> {
+    let info = api
+        .registry
+        .get("", "v1", "services")
+        .ok_or_else(|| ApiServerError::Bootstrap("services are not served".into()))?;
+    let admin = kapi::User {
+        name: "system:apiserver".into(),
+        groups: vec![MASTERS.into()],
+    };
+    let write = kapi::WriteRequest {
+        info: &info,
+        namespace: "default",
+        name: "",
+        subresource: None,
+        user: &admin,
+        dry_run: false,
+    };
+    let service = serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+                     "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"type": "ClusterIP", "clusterIP": KUBERNETES_SERVICE_IP,
+                 "ports": [{"name": "https", "protocol": "TCP", "port": 443, "targetPort": port}]},
+    });
+    match api.backend.create(&write, service).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 409 => Ok(()),
+        Err(e) => Err(ApiServerError::Bootstrap(format!(
+            "creating the default/kubernetes Service: {e}"
+        ))),
+    }
 }
 
 fn version() -> serde_json::Value {
