@@ -3,7 +3,8 @@
 //! holding node certificates, and edgecontroller, for writes edge nodes forward). A node may
 //! register and update its own Node and its status, create and renew its own Lease in
 //! `kube-node-lease`, manage its own CSINode, create mirror pods bound to itself, update the
-//! status of and delete pods bound to it, and create or update events. Nothing else.
+//! status of and delete pods bound to it, ask for service-account tokens bound to pods bound to
+//! it, and create or update events. Nothing else.
 
 use serde_json::Value;
 
@@ -36,15 +37,15 @@ pub struct NodeWrite<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum NodeRule {
     Allowed,
-    /// Allowed if the pod named by the write is bound to the node: look it up, then
-    /// [`NodeWrite::check_bound`].
+    /// Allowed if the pod the write depends on ([`NodeWrite::bound_pod`]) is bound to the
+    /// node: look it up, then [`NodeWrite::check_bound`].
     IfPodBound,
     Denied(ApiError),
 }
 
 // === impl NodeWrite ===
 
-impl NodeWrite<'_> {
+impl<'a> NodeWrite<'a> {
     /// What the rules say of this write.
     pub fn rule(&self) -> NodeRule {
         let (node, verb, name) = (self.node, self.verb, self.name);
@@ -79,24 +80,59 @@ impl NodeWrite<'_> {
                 NodeRule::IfPodBound
             }
             ("", "pods", None) if verb == "delete" => NodeRule::IfPodBound,
+            ("", "serviceaccounts", Some("token")) if verb == "create" => self.token_rule(),
             _ => self.deny(&format!("node {node:?} may not {verb} this resource")),
         }
     }
 
+    /// The pod to look up for a write whose rule is [`NodeRule::IfPodBound`]: the pod written
+    /// (`pods/status`, a pod delete), or the pod a token request is bound to
+    /// (`spec.boundObjectRef.name` of a `serviceaccounts/token` create).
+    pub fn bound_pod(&self) -> &'a str {
+        match self.is_token_request() {
+            true => self
+                .body
+                .and_then(|b| b["spec"]["boundObjectRef"]["name"].as_str())
+                .unwrap_or(""),
+            false => self.name,
+        }
+    }
+
     /// The decision for a write whose rule is [`NodeRule::IfPodBound`], given the node the pod
-    /// is bound to (`None`: no such pod, 404).
+    /// [`NodeWrite::bound_pod`] names is bound to (`None`: no such pod, 404; `Some("")`: not
+    /// scheduled).
     pub fn check_bound(&self, bound: Option<&str>) -> Result<(), ApiError> {
-        match bound {
-            Some(bound) if bound == self.node => Ok(()),
-            Some(_) => match self.deny(&format!(
+        let why = match bound {
+            Some(bound) if bound == self.node => return Ok(()),
+            None => return Err(ApiError::not_found("", "pods", self.bound_pod())),
+            Some(_) if self.is_token_request() => {
+                "node requested token bound to a pod scheduled on a different node".to_owned()
+            }
+            Some(_) => format!(
                 "node {:?} can only modify pods with spec.nodeName set to itself",
                 self.node
-            )) {
-                NodeRule::Denied(e) => Err(e),
-                _ => unreachable!("deny always denies"),
-            },
-            None => Err(ApiError::not_found(self.group, self.resource, self.name)),
+            ),
+        };
+        Err(self.forbidden(&why))
+    }
+
+    /// A token request from a node must be bound to a pod (kind Pod, apiVersion v1, a name and
+    /// a uid), as the NodeRestriction admission plugin requires; whether that pod is bound to
+    /// the node is the lookup's to say.
+    fn token_rule(&self) -> NodeRule {
+        let bound = self.body.map(|b| &b["spec"]["boundObjectRef"]);
+        let field = |key: &str| bound.and_then(|r| r[key].as_str()).unwrap_or("");
+        if field("kind") != "Pod" || field("apiVersion") != "v1" || field("name").is_empty() {
+            return self.deny("node requested token not bound to a pod");
         }
+        if field("uid").is_empty() {
+            return self.deny("node requested token with a pod binding without a uid");
+        }
+        NodeRule::IfPodBound
+    }
+
+    fn is_token_request(&self) -> bool {
+        (self.group, self.resource, self.subresource) == ("", "serviceaccounts", Some("token"))
     }
 
     fn is_own_mirror_pod(&self) -> bool {
@@ -110,9 +146,13 @@ impl NodeWrite<'_> {
                 .is_some()
     }
 
+    fn deny(&self, why: &str) -> NodeRule {
+        NodeRule::Denied(self.forbidden(why))
+    }
+
     /// 403 in kube-apiserver's words: `User "system:node:n1" cannot update resource
     /// "pods/status" ...: <why>`.
-    fn deny(&self, why: &str) -> NodeRule {
+    fn forbidden(&self, why: &str) -> ApiError {
         let resource = match self.subresource {
             Some(sub) => format!("{}/{sub}", self.resource),
             None => self.resource.to_owned(),
@@ -121,12 +161,7 @@ impl NodeWrite<'_> {
             "User \"system:node:{}\" cannot {} resource {resource:?}: {why}",
             self.node, self.verb
         );
-        NodeRule::Denied(ApiError::forbidden(
-            self.group,
-            self.resource,
-            self.name,
-            &message,
-        ))
+        ApiError::forbidden(self.group, self.resource, self.name, &message)
     }
 }
 
@@ -162,6 +197,21 @@ mod tests {
 
     fn allowed(w: NodeWrite<'_>) -> bool {
         w.rule() == NodeRule::Allowed
+    }
+
+    fn token_request(body: Option<&Value>) -> NodeWrite<'_> {
+        NodeWrite {
+            subresource: Some("token"),
+            body,
+            ..write("create", "", "serviceaccounts", "d", "builder")
+        }
+    }
+
+    fn denied(w: NodeWrite<'_>) -> ApiError {
+        match w.rule() {
+            NodeRule::Denied(e) => e,
+            other => panic!("{w:?} was not denied: {other:?}"),
+        }
     }
 
     #[test]
@@ -210,6 +260,68 @@ mod tests {
         let elsewhere = json!({"metadata": {"annotations": {MIRROR_ANNOTATION: "h"}}, "spec": {"nodeName": "n2"}});
         create.body = Some(&elsewhere);
         assert!(!allowed(create));
+    }
+
+    #[test]
+    fn a_node_asks_for_tokens_only_for_pods_bound_to_it() {
+        let to_pod = json!({"spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "web", "uid": "u1"}}});
+        let asked = token_request(Some(&to_pod));
+        assert_eq!(asked.rule(), NodeRule::IfPodBound);
+        assert_eq!(
+            asked.bound_pod(),
+            "web",
+            "the bound pod is looked up, not the account"
+        );
+        assert_eq!(asked.check_bound(Some("n1")), Ok(()));
+        let elsewhere = asked.check_bound(Some("n2")).unwrap_err();
+        assert_eq!(elsewhere.code, 403);
+        assert!(
+            elsewhere.message.contains("scheduled on a different node"),
+            "{}",
+            elsewhere.message
+        );
+        assert_eq!(asked.check_bound(Some("")).unwrap_err().code, 403);
+        let gone = asked.check_bound(None).unwrap_err();
+        assert_eq!(
+            (gone.code, gone.message.as_str()),
+            (404, "pods \"web\" not found")
+        );
+    }
+
+    #[test]
+    fn a_token_request_from_a_node_without_a_pod_binding_is_refused() {
+        let unbound = json!({"spec": {"audiences": ["api"]}});
+        let to_secret = json!({"spec": {"boundObjectRef": {"kind": "Secret", "apiVersion": "v1", "name": "s", "uid": "u"}}});
+        let no_uid =
+            json!({"spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "web"}}});
+        for body in [None, Some(&unbound), Some(&to_secret)] {
+            let e = denied(token_request(body));
+            assert_eq!(e.code, 403);
+            assert!(
+                e.message.contains(
+                    "cannot create resource \"serviceaccounts/token\": node requested token not bound to a pod"
+                ),
+                "{}",
+                e.message
+            );
+        }
+        let e = denied(token_request(Some(&no_uid)));
+        assert!(e.message.contains("without a uid"), "{}", e.message);
+        let to_pod = json!({"spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "web", "uid": "u1"}}});
+        let update = NodeWrite {
+            verb: "update",
+            ..token_request(Some(&to_pod))
+        };
+        assert_eq!(denied(update).code, 403);
+    }
+
+    #[test]
+    fn pod_writes_look_up_the_pod_they_name() {
+        assert_eq!(
+            status(write("patch", "", "pods", "d", "p")).bound_pod(),
+            "p"
+        );
+        assert_eq!(write("delete", "", "pods", "d", "p").bound_pod(), "p");
     }
 
     #[test]

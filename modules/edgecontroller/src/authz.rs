@@ -9,7 +9,21 @@ pub(crate) fn authorize<'a>(
     write: &ForwardedWrite,
     pod_node: impl Fn(&str, &str) -> Option<&'a str>,
 ) -> Result<(), ApiError> {
-    let asked = NodeWrite {
+    let asked = node_write(node, write);
+    match asked.rule() {
+        NodeRule::Allowed => Ok(()),
+        NodeRule::Denied(e) => Err(e),
+        NodeRule::IfPodBound => asked.check_bound(pod_node(&write.namespace, asked.bound_pod())),
+    }
+}
+
+/// The pod (in the write's namespace) whose node decides `write`, if its rule depends on one.
+pub(crate) fn bound_pod(write: &ForwardedWrite) -> &str {
+    node_write("", write).bound_pod()
+}
+
+fn node_write<'a>(node: &'a str, write: &'a ForwardedWrite) -> NodeWrite<'a> {
+    NodeWrite {
         node,
         verb: &write.verb,
         group: &write.group,
@@ -18,11 +32,6 @@ pub(crate) fn authorize<'a>(
         name: write.object_name(),
         subresource: write.subresource.as_deref(),
         body: write.body.as_ref(),
-    };
-    match asked.rule() {
-        NodeRule::Allowed => Ok(()),
-        NodeRule::Denied(e) => Err(e),
-        NodeRule::IfPodBound => asked.check_bound(pod_node(&write.namespace, asked.name)),
     }
 }
 
@@ -68,6 +77,23 @@ mod tests {
             check(&write("patch", "pods", "unknown", Some("status"))),
             Err(404)
         );
+    }
+
+    #[test]
+    fn a_token_request_is_checked_against_where_its_bound_pod_is() {
+        let token = |pod: &str| {
+            let mut create = write("create", "serviceaccounts", "builder", Some("token"));
+            create.body = Some(json!({"spec": {"boundObjectRef": {
+                "kind": "Pod", "apiVersion": "v1", "name": pod, "uid": "u",
+            }}}));
+            create
+        };
+        assert_eq!(bound_pod(&token("mine")), "mine");
+        assert_eq!(check(&token("mine")), Ok(()));
+        assert_eq!(check(&token("theirs")), Err(403));
+        assert_eq!(check(&token("unknown")), Err(404));
+        let unbound = write("create", "serviceaccounts", "builder", Some("token"));
+        assert_eq!(check(&unbound), Err(403));
     }
 
     #[test]

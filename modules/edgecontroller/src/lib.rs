@@ -429,7 +429,8 @@ impl Handle {
     }
 }
 
-/// [`authz::authorize`] with the pod read from the API (the watch may not have delivered it).
+/// [`authz::authorize`] with the pod it depends on ([`authz::bound_pod`]) read from the API
+/// (the watch may not have delivered it).
 async fn authorize_from_api(
     client: &kube::Client,
     node: &str,
@@ -441,7 +442,7 @@ async fn authorize_from_api(
         version: "v1".into(),
         resource: "pods".into(),
         namespace: write.namespace.clone(),
-        name: write.object_name().to_owned(),
+        name: authz::bound_pod(write).to_owned(),
         ..Default::default()
     };
     let (_, pod) = replay::replay(client, &get, timeout).await.into_result()?;
