@@ -1,14 +1,15 @@
 //! The embedded control plane through the `kube` crate: optimistic concurrency, graceful pod
-//! deletion, node-scoped authorization, Status errors, and a watcher that survives a restart
-//! of the control plane and relists after a 410.
+//! deletion, node-scoped authorization, service-account tokens, Status errors, and a watcher
+//! that survives a restart of the control plane and relists after a 410.
 
 use std::time::Duration;
 
 use e2e::controller::Desired;
 use e2e::{Pki, Ports, cloud, cloud_with};
 use futures::StreamExt;
+use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -177,6 +178,160 @@ async fn a_node_writes_only_what_a_node_may() {
         Some("Pending"),
         "the refused write changed nothing"
     );
+    cloud.stop().await;
+}
+
+const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+fn service_account(name: &str) -> ServiceAccount {
+    serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+}
+
+/// A pod bound to `node` running as service account `account`.
+fn pod_as(name: &str, node: &str, account: &str) -> Pod {
+    let mut pod = pod(name, Some(node));
+    pod.spec.as_mut().unwrap().service_account_name = Some(account.into());
+    pod
+}
+
+/// A TokenRequest for the API, bound to `pod` if given.
+fn token_request(pod: Option<&Pod>) -> TokenRequest {
+    let bound = pod.map(|p| {
+        json!({"kind": "Pod", "apiVersion": "v1", "name": p.metadata.name, "uid": p.metadata.uid})
+    });
+    serde_json::from_value(json!({"spec": {"audiences": [], "boundObjectRef": bound}})).unwrap()
+}
+
+async fn ask_token(
+    accounts: &Api<ServiceAccount>,
+    name: &str,
+    request: TokenRequest,
+) -> Result<TokenRequest, kube::Error> {
+    accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+}
+
+/// The claims of a JWT (not verified).
+fn claims(token: &str) -> serde_json::Value {
+    use base64::Engine;
+    let part = token.split('.').nth(1).expect("a JWT has claims");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(part)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// A `kube` client for the embedded control plane with `token` as its bearer token.
+async fn kube_with_token(cloud: &e2e::Cloud, token: &str) -> kube::Client {
+    let path = cloud.running.kubeconfig().unwrap();
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info.token = Some(token.to_owned().into());
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_account_token_authenticates_as_the_account_while_it_exists() {
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(cloud.kube().await, "default");
+    let account = accounts
+        .create(&PostParams::default(), &service_account("builder"))
+        .await
+        .unwrap();
+    let issued = ask_token(&accounts, "builder", token_request(None))
+        .await
+        .unwrap();
+    assert_eq!(issued.spec.audiences, [ISSUER]);
+    assert_eq!(issued.spec.expiration_seconds, Some(3600));
+    let status = issued.status.expect("the token is in the status");
+    let claims = claims(&status.token);
+    assert_eq!(claims["iss"], ISSUER);
+    assert_eq!(claims["sub"], "system:serviceaccount:default:builder");
+    assert_eq!(claims["aud"], json!([ISSUER]));
+    let k = &claims["kubernetes.io"];
+    assert_eq!(k["namespace"], "default");
+    assert_eq!(
+        k["serviceaccount"],
+        json!({"name": "builder", "uid": account.metadata.uid})
+    );
+    assert!(k.get("pod").is_none(), "{k}");
+    let (iat, exp) = (
+        claims["iat"].as_i64().unwrap(),
+        claims["exp"].as_i64().unwrap(),
+    );
+    assert_eq!((exp - iat, &claims["nbf"]), (3600, &claims["iat"]));
+    assert_eq!(status.expiration_timestamp.0.as_second(), exp);
+
+    // The token reads as the account, and an account writes nothing here.
+    let as_builder = kube_with_token(&cloud, &status.token).await;
+    let pods: Api<Pod> = Api::namespaced(as_builder.clone(), "default");
+    pods.list(&Default::default()).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(as_builder, "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "x"}})).unwrap();
+    assert_eq!(code_of(cms.create(&PostParams::default(), &cm).await), 403);
+
+    // No account, no token; a lifetime under ten minutes is invalid.
+    let ghost = ask_token(&accounts, "ghost", token_request(None)).await;
+    assert_eq!(code_of(ghost), 404);
+    let mut short = token_request(None);
+    short.spec.expiration_seconds = Some(60);
+    assert_eq!(code_of(ask_token(&accounts, "builder", short).await), 422);
+
+    // A forged token, and the token of a deleted account, are refused.
+    let forged = Api::<Pod>::namespaced(kube_with_token(&cloud, "e30.e30.e30").await, "default");
+    assert_eq!(code_of(forged.list(&Default::default()).await), 401);
+    accounts
+        .delete("builder", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(code_of(pods.list(&Default::default()).await), 401);
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_gets_tokens_only_for_pods_bound_to_it() {
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let admin = cloud.kube().await;
+    Api::<ServiceAccount>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &service_account("builder"))
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin, "default");
+    let pp = PostParams::default();
+    let mine = pods.create(&pp, &pod_as("mine", "n1", "builder")).await;
+    let theirs = pods.create(&pp, &pod_as("theirs", "n2", "builder")).await;
+    let (mine, theirs) = (mine.unwrap(), theirs.unwrap());
+
+    let n1: Api<ServiceAccount> = Api::namespaced(cloud.kube_as_node("n1").await, "default");
+    let issued = ask_token(&n1, "builder", token_request(Some(&mine)))
+        .await
+        .unwrap();
+    let token = issued.status.unwrap().token;
+    assert_eq!(
+        claims(&token)["kubernetes.io"]["pod"],
+        json!({"name": "mine", "uid": mine.metadata.uid})
+    );
+    let bound: Api<Pod> = Api::namespaced(kube_with_token(&cloud, &token).await, "default");
+    bound.list(&Default::default()).await.unwrap();
+
+    let elsewhere = ask_token(&n1, "builder", token_request(Some(&theirs))).await;
+    assert_eq!(code_of(elsewhere), 403);
+    let unbound = ask_token(&n1, "builder", token_request(None)).await;
+    assert_eq!(code_of(unbound), 403);
+
+    // The token ends with its pod.
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    pods.delete("mine", &now).await.unwrap();
+    assert_eq!(code_of(pods.get("mine").await), 404);
+    assert_eq!(code_of(bound.list(&Default::default()).await), 401);
     cloud.stop().await;
 }
 

@@ -1,4 +1,5 @@
-//! Who a request is (bearer token or client certificate) and what a node may write.
+//! Who a request is (the admin token, a service-account token, or a client certificate) and
+//! what a node may write.
 
 use std::sync::Arc;
 
@@ -9,6 +10,8 @@ use bytes::Bytes;
 use kapi::{Backend, DeleteOptions, User, WriteRequest};
 use serde_json::Value;
 
+use crate::tokens::Tokens;
+
 /// The group of cluster administrators.
 pub const MASTERS: &str = "system:masters";
 /// The group of node identities.
@@ -17,6 +20,7 @@ pub const NODES: &str = "system:nodes";
 /// Maps credentials to users.
 pub struct Authenticator {
     admin_token: String,
+    tokens: Tokens,
 }
 
 /// Wraps the local backend: administrators write anything; a node writes only what
@@ -29,26 +33,41 @@ pub struct NodeRestriction {
 // === impl Authenticator ===
 
 impl Authenticator {
-    pub fn new(admin_token: String) -> Self {
-        Authenticator { admin_token }
+    pub(crate) fn new(admin_token: String, tokens: Tokens) -> Self {
+        Authenticator {
+            admin_token,
+            tokens,
+        }
     }
 
-    /// The user of a request: its bearer token, else its client certificate's identity.
-    pub fn user(
+    /// The user of a request: its bearer token (the admin token, else a service-account
+    /// token), else its client certificate's identity. A bearer token that is neither is a 401.
+    pub async fn user(
         &self,
         authorization: Option<&str>,
         cert_user: Option<&User>,
     ) -> Result<User, ApiError> {
-        if let Some(token) = authorization.and_then(|h| h.strip_prefix("Bearer ")) {
-            return match constant_time_eq(token.trim().as_bytes(), self.admin_token.as_bytes()) {
-                true => Ok(User {
-                    name: "admin".into(),
-                    groups: vec![MASTERS.into()],
-                }),
-                false => Err(ApiError::unauthorized()),
-            };
+        let Some(token) = authorization.and_then(|h| h.strip_prefix("Bearer ")) else {
+            return cert_user.cloned().ok_or_else(ApiError::unauthorized);
+        };
+        let token = token.trim();
+        if constant_time_eq(token.as_bytes(), self.admin_token.as_bytes()) {
+            return Ok(User {
+                name: "admin".into(),
+                groups: vec![MASTERS.into()],
+            });
         }
-        cert_user.cloned().ok_or_else(ApiError::unauthorized)
+        match self
+            .tokens
+            .user(token, apimachinery::time::now_unix())
+            .await
+        {
+            Ok(user) => Ok(user),
+            Err(e) => {
+                tracing::debug!(error = %e, "bearer token refused");
+                Err(ApiError::unauthorized())
+            }
+        }
     }
 }
 
@@ -108,32 +127,36 @@ impl NodeRestriction {
         match asked.rule() {
             NodeRule::Allowed => Ok(()),
             NodeRule::Denied(e) => Err(e),
-            NodeRule::IfPodBound => asked.check_bound(self.pod_node(req).await?.as_deref()),
+            NodeRule::IfPodBound => {
+                let bound = self.pod_node(req.namespace, asked.bound_pod()).await?;
+                asked.check_bound(bound.as_deref())
+            }
         }
     }
 
-    /// The node the requested pod is bound to.
-    async fn pod_node(&self, req: &WriteRequest<'_>) -> Result<Option<String>, ApiError> {
-        let key = objstore::ObjKey::new(req.info.store_resource(), req.namespace, req.name);
-        let found = self
-            .store
-            .get(&key)
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let Some(found) = found else {
-            return Ok(None);
-        };
-        let pod: Value =
-            serde_json::from_slice(&found.value).map_err(|e| ApiError::internal(e.to_string()))?;
-        Ok(pod["spec"]["nodeName"].as_str().map(str::to_string))
+    /// The node pod `namespace/name` is bound to (`""`: not scheduled; `None`: no such pod).
+    async fn pod_node(&self, namespace: &str, name: &str) -> Result<Option<String>, ApiError> {
+        let pod = stored_object(&self.store, "pods", namespace, name).await?;
+        Ok(pod.map(|p| {
+            p["spec"]["nodeName"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        }))
     }
 }
 
 #[async_trait::async_trait]
 impl Backend for NodeRestriction {
     async fn create(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
+        // A create names its object in the body; a subresource create (a token, a binding)
+        // names the parent in the URL.
+        let name = match req.name {
+            "" => obj["metadata"]["name"].as_str().unwrap_or(""),
+            name => name,
+        };
         let named = WriteRequest {
-            name: obj["metadata"]["name"].as_str().unwrap_or(""),
+            name,
             ..req.clone()
         };
         self.check(&named, "create", Some(&obj)).await?;
@@ -163,6 +186,26 @@ impl Backend for NodeRestriction {
         self.check(req, "delete", None).await?;
         self.inner.delete(req, opts).await
     }
+}
+
+/// The stored object `namespace/name` of store resource `resource` (`pods`, ...), as JSON.
+pub(crate) async fn stored_object(
+    store: &objstore::Store,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Value>, ApiError> {
+    let key = objstore::ObjKey::new(resource, namespace, name);
+    let Some(found) = store
+        .get(&key)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    let obj =
+        serde_json::from_slice(&found.value).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Some(obj))
 }
 
 fn node_of(user: &User) -> Option<&str> {

@@ -1,7 +1,7 @@
 //! `modules.apiServer` in `cloudcore.yaml`: the embedded control plane.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +36,10 @@ pub struct Config {
     /// `system:node:<name>` in `system:nodes`). Default: the API server's CA.
     #[serde(rename = "clientCAFile")]
     pub client_ca_file: Option<PathBuf>,
+    /// The key that signs service-account tokens (TokenRequest): ECDSA P-256, PKCS#8 PEM, made
+    /// when the file does not exist. Default: `sa.key` beside `tlsCAFile`
+    /// (`/etc/kubeedge/apiserver/sa.key`).
+    pub service_account_key_file: Option<PathBuf>,
     /// The admin bearer token (made when the file does not exist). Default
     /// `/etc/kubeedge/apiserver/admin.token`.
     pub token_file: PathBuf,
@@ -56,8 +60,24 @@ impl Default for Config {
             tls_private_key_file: "/etc/kubeedge/apiserver/server.key".into(),
             extra_sans: Vec::new(),
             client_ca_file: None,
+            service_account_key_file: None,
             token_file: "/etc/kubeedge/apiserver/admin.token".into(),
             admin_kubeconfig: "/etc/kubeedge/admin.kubeconfig".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Where the service-account key is: [`Config::service_account_key_file`], else `sa.key`
+    /// beside the CA.
+    pub fn service_account_key_path(&self) -> PathBuf {
+        match &self.service_account_key_file {
+            Some(path) => path.clone(),
+            None => self
+                .tls_ca_file
+                .parent()
+                .unwrap_or(Path::new(""))
+                .join("sa.key"),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! apiserver: the embedded Kubernetes-compatible control plane, on when cloudcore is given no
 //! kubeconfig. It serves the kapi REST layer over its own SQLite store on HTTPS (default
 //! `127.0.0.1:6443`) with its own CA, authenticates by bearer token (the admin kubeconfig it
-//! writes) or client certificate, and lets a node identity (`system:node:<name>`) write only
-//! what a node may. The rest of cloudcore reaches it like any cluster: through the `kube` crate
+//! writes, or a service-account token it issued through TokenRequest) or client certificate, and
+//! lets a node identity (`system:node:<name>`) write only what a node may. The rest of cloudcore reaches it like any cluster: through the `kube` crate
 //! and that kubeconfig.
 #![forbid(unsafe_code)]
 
@@ -11,6 +11,7 @@ mod config;
 mod error;
 pub mod kubeconfig;
 mod serve;
+mod tokens;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ use tokio_util::task::TaskTracker;
 
 pub use auth::{MASTERS, NODES};
 pub use config::Config;
-pub use error::ApiServerError;
+pub use error::{ApiServerError, TokenError};
 
 /// Module name.
 pub const NAME: &str = "apiserver";
@@ -79,7 +80,9 @@ impl ApiServer {
         let server = serving_cert(&config, &ca)?;
         let token = admin_token(&config.token_file)?;
         let store = open_store(&config)?;
-        let api = build_api(store.clone()).await?;
+        let tokens =
+            tokens::Tokens::load_or_generate(&config.service_account_key_path(), store.clone())?;
+        let api = build_api(store.clone(), tokens.clone()).await?;
         let client_ca = match &config.client_ca_file {
             Some(path) => pki::read_pem(path)?,
             None => ca.cert_pem().to_string(),
@@ -118,7 +121,7 @@ impl ApiServer {
             tls: Arc::new(tls),
             app: serve::authenticated(
                 kapi::router(api),
-                Arc::new(auth::Authenticator::new(token.clone())),
+                Arc::new(auth::Authenticator::new(token.clone(), tokens)),
             ),
         };
         let handle = Handle {
@@ -209,7 +212,9 @@ impl Handle {
     }
 }
 
-async fn build_api(store: objstore::Store) -> Result<Api, ApiServerError> {
+/// The REST layer over the store: writes go through NodeRestriction, then TokenRequest, then
+/// the local backend.
+async fn build_api(store: objstore::Store, tokens: tokens::Tokens) -> Result<Api, ApiServerError> {
     let registry = Registry::new(apimachinery::catalog::builtins());
     let local = LocalBackend::new(store.clone(), registry.clone());
     kapi::local::register_existing_crds(&store, &registry)
@@ -219,8 +224,12 @@ async fn build_api(store: objstore::Store) -> Result<Api, ApiServerError> {
         .ensure_namespaces(SYSTEM_NAMESPACES)
         .await
         .map_err(|e| ApiServerError::Bootstrap(e.to_string()))?;
-    let backend = Arc::new(auth::NodeRestriction {
+    let token_requests = Arc::new(tokens::TokenRequests {
         inner: local,
+        tokens,
+    });
+    let backend = Arc::new(auth::NodeRestriction {
+        inner: token_requests,
         store: store.clone(),
     });
     Ok(Api {

@@ -1,5 +1,5 @@
-//! Authentication in front of the REST routes: each request's user comes from its bearer token,
-//! else from the client certificate of its connection ([`kapi::PeerCertificate`]); a request
+//! Authentication in front of the REST routes: each request's user comes from its bearer token
+//! (the admin token or a service-account token), else from the client certificate of its connection ([`kapi::PeerCertificate`]); a request
 //! with neither is a 401 `Status`. Serving itself is [`kapi::serve`].
 
 use std::sync::Arc;
@@ -30,7 +30,7 @@ async fn authenticate(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    match auth.user(authorization, cert_user.as_ref()) {
+    match auth.user(authorization, cert_user.as_ref()).await {
         Ok(user) => {
             req.extensions_mut().insert(user);
             next.run(req).await

@@ -146,6 +146,8 @@ fn endpoints() -> ResourceInfo {
 fn serviceaccounts() -> ResourceInfo {
     ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts", true)
         .short_names(&["sa"])
+        // TokenRequest.
+        .subresources(&["token"])
         .columns(vec![
             Column::name(),
             Column::new("Secrets", "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.").type_("integer"),
