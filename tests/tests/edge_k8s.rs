@@ -815,3 +815,88 @@ async fn after_a_cloud_restart_the_digests_agree_and_nothing_is_sent_again() {
     cloud.stop().await;
     drop(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_gets_service_account_tokens_for_its_own_pods_through_lwproxy() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+
+    let site = site().await;
+    let cloud = site.cloud.kube().await;
+    let pp = PostParams::default();
+    let account = serde_json::from_value(json!({"metadata": {"name": "builder"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(cloud.clone(), "default")
+        .create(&pp, &account)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(cloud.clone(), "default");
+    let as_builder = |mut pod: Pod| {
+        pod.spec.as_mut().unwrap().service_account_name = Some("builder".into());
+        pod
+    };
+    let (mine, theirs) = (
+        as_builder(plain_pod("web", "edge-1")),
+        as_builder(plain_pod("other", "edge-2")),
+    );
+    let mine = pods.create(&pp, &mine).await.unwrap();
+    let theirs = pods.create(&pp, &theirs).await.unwrap();
+    let edge = lwproxy_client(&site.edge);
+    let at_edge: Api<Pod> = Api::namespaced(edge.clone(), "default");
+    eventually("the pod reaches the edge", WAIT, || async {
+        at_edge.get_opt("web").await.unwrap().is_some()
+    })
+    .await;
+    let request = |pod: &Pod| {
+        json!({
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"audiences": [], "expirationSeconds": 3607, "boundObjectRef": {
+                "kind": "Pod", "apiVersion": "v1", "name": pod.metadata.name, "uid": pod.metadata.uid,
+            }},
+        })
+    };
+
+    // As a kubelet asks for a projected token: POST .../serviceaccounts/builder/token.
+    let post = http::Request::post("/api/v1/namespaces/default/serviceaccounts/builder/token")
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(
+            request(&mine).to_string().into_bytes(),
+        ))
+        .unwrap();
+    let response = edge.send(post).await.unwrap();
+    let code = response.status().as_u16();
+    let body = response.into_body().collect_bytes().await.unwrap();
+    let issued: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(code, 201, "{issued}");
+    assert_eq!(issued["kind"], "TokenRequest");
+    assert_eq!(issued["spec"]["expirationSeconds"], 3607);
+    let token = issued["status"]["token"].as_str().expect("a token");
+    assert!(
+        issued["status"]["expirationTimestamp"].is_string(),
+        "{issued}"
+    );
+
+    // The cloud API takes the token as the account.
+    let path = site.cloud.running.kubeconfig().unwrap();
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info.token = Some(token.to_owned().into());
+    let as_account: Api<Pod> = Api::namespaced(kube::Client::try_from(config).unwrap(), "default");
+    let listed = as_account.list(&Default::default()).await.unwrap();
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some("web"))
+    );
+
+    // A token bound to another node's pod is refused (kube's TokenRequest call, this time).
+    let accounts: Api<ServiceAccount> = Api::namespaced(edge, "default");
+    let elsewhere = serde_json::from_value(request(&theirs)).unwrap();
+    let refused = accounts
+        .create_token_request("builder", &pp, &elsewhere)
+        .await;
+    assert_eq!(code_of(refused), (403, "Forbidden".to_string()));
+    site.edge.stop().await;
+    site.cloud.stop().await;
+}
