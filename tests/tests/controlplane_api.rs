@@ -458,3 +458,50 @@ async fn a_watcher_resumes_across_a_restart_and_relists_after_a_410() {
     watching.abort();
     cloud3.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_namespace_holds_the_root_ca_and_gets_it_back_when_it_is_removed() {
+    use k8s_openapi::api::core::v1::Namespace;
+
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let client = cloud.kube().await;
+    let ca_pem = cloud.running.api().unwrap().ca_pem().to_owned();
+    let holds_ca = |ns: &'static str| {
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let ca_pem = ca_pem.clone();
+        async move {
+            cms.get_opt("kube-root-ca.crt")
+                .await
+                .unwrap()
+                .and_then(|cm| cm.data)
+                .is_some_and(|d| d.get("ca.crt") == Some(&ca_pem))
+        }
+    };
+    eventually("default holds kube-root-ca.crt", WAIT, || {
+        holds_ca("default")
+    })
+    .await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    eventually("a new namespace gets it", WAIT, || holds_ca("shop")).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
+    cms.delete("kube-root-ca.crt", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("a deleted one comes back", WAIT, || holds_ca("shop")).await;
+    let tampered = json!({"data": {"ca.crt": "not a CA"}});
+    cms.patch(
+        "kube-root-ca.crt",
+        &PatchParams::default(),
+        &Patch::Merge(&tampered),
+    )
+    .await
+    .unwrap();
+    eventually("a changed one is put back", WAIT, || holds_ca("shop")).await;
+    cloud.stop().await;
+}

@@ -10,6 +10,7 @@ mod auth;
 mod config;
 mod error;
 pub mod kubeconfig;
+mod rootca;
 mod serve;
 mod tokens;
 
@@ -54,6 +55,9 @@ struct Serving {
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: axum::Router,
+    /// For the `kube-root-ca.crt` publisher.
+    api: Api,
+    ca_pem: String,
 }
 
 /// What the daemon and tests need to reach the control plane.
@@ -119,6 +123,8 @@ impl ApiServer {
         let serving = Serving {
             listener,
             tls: Arc::new(tls),
+            api: api.clone(),
+            ca_pem: ca.cert_pem().to_string(),
             app: serve::authenticated(
                 kapi::router(api),
                 Arc::new(auth::Authenticator::new(token.clone(), tokens)),
@@ -165,6 +171,7 @@ impl Module for ApiServer {
             return Err("the apiserver listener was already used by an earlier run".into());
         };
         let tasks = TaskTracker::new();
+        tasks.spawn(rootca::publish(s.api, s.ca_pem, shutdown.clone()));
         kapi::serve(s.listener, Some(s.tls), s.app, shutdown, tasks.clone()).await;
         tasks.close();
         if tokio::time::timeout(Duration::from_secs(5), tasks.wait())

@@ -1,0 +1,132 @@
+//! The `kube-root-ca.crt` ConfigMap in every namespace, holding the control plane's CA (what
+//! the projected `kube-api-access-*` volume of a pod mounts to trust the API): created for each
+//! namespace there is and each one created later, and put back if it is changed or deleted
+//! (kube-controller-manager's root-ca-cert-publisher does the same).
+
+use std::time::Duration;
+
+use apimachinery::ApiError;
+use kapi::{Api, User, WriteRequest};
+use objstore::{EventKind, ListOptions, StoreError, WatchOptions};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::MASTERS;
+
+/// The ConfigMap's name.
+pub const NAME: &str = "kube-root-ca.crt";
+/// Its one key.
+const KEY: &str = "ca.crt";
+/// Wait before following again after the watch failed.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Keeps the ConfigMap in place until `shutdown`.
+pub(crate) async fn publish(api: Api, ca_pem: String, shutdown: CancellationToken) {
+    loop {
+        let from = api.store.revision();
+        if let Err(e) = everywhere(&api, &ca_pem).await {
+            tracing::warn!(error = %e, "publishing kube-root-ca.crt");
+        }
+        let followed = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            r = follow(&api, &ca_pem, from) => r,
+        };
+        if let Err(e) = followed {
+            tracing::debug!(error = %e, "kube-root-ca.crt watch ended; checking every namespace again");
+        }
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(RETRY) => {}
+        }
+    }
+}
+
+/// Every namespace gets the ConfigMap.
+async fn everywhere(api: &Api, ca_pem: &str) -> Result<(), StoreError> {
+    let namespaces = api.store.list(ListOptions::new("namespaces")).await?;
+    for ns in &namespaces.items {
+        ensure(api, &ns.key.name, ca_pem).await;
+    }
+    Ok(())
+}
+
+/// Namespaces created and ConfigMaps changed or deleted after `from`.
+async fn follow(api: &Api, ca_pem: &str, from: u64) -> Result<(), StoreError> {
+    let mut watcher = api.store.watch(WatchOptions::from_revision(from))?;
+    while let Some(event) = watcher.next().await {
+        let event = event?;
+        let key = &event.object.key;
+        match (key.resource.as_str(), event.kind) {
+            ("namespaces", EventKind::Added) => ensure(api, &key.name, ca_pem).await,
+            ("configmaps", _) if key.name == NAME => ensure(api, &key.namespace, ca_pem).await,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Creates the ConfigMap in `namespace`, or puts its content back.
+async fn ensure(api: &Api, namespace: &str, ca_pem: &str) {
+    let key = objstore::ObjKey::new("configmaps", namespace, NAME);
+    let held = match api.store.get(&key).await {
+        Ok(held) => held,
+        Err(e) => return tracing::warn!(namespace, error = %e, "reading kube-root-ca.crt"),
+    };
+    let result = match held {
+        Some(obj) => {
+            let mut value: Value = serde_json::from_slice(&obj.value).unwrap_or_default();
+            if value["data"][KEY] == ca_pem {
+                return;
+            }
+            value["data"] = json!({ KEY: ca_pem });
+            write(api, namespace, NAME, value, true).await
+        }
+        None => {
+            let cm = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": NAME, "namespace": namespace},
+                "data": { KEY: ca_pem },
+            });
+            write(api, namespace, "", cm, false).await
+        }
+    };
+    match result {
+        Ok(()) => tracing::debug!(namespace, "kube-root-ca.crt published"),
+        // Gone meanwhile, terminating, or written by someone else first: the next event decides.
+        Err(e) if matches!(e.code, 403 | 404 | 409) => {
+            tracing::debug!(namespace, error = %e, "kube-root-ca.crt not written")
+        }
+        Err(e) => tracing::warn!(namespace, error = %e, "writing kube-root-ca.crt"),
+    }
+}
+
+async fn write(
+    api: &Api,
+    namespace: &str,
+    name: &str,
+    obj: Value,
+    replace: bool,
+) -> Result<(), ApiError> {
+    let info = api
+        .registry
+        .get("", "v1", "configmaps")
+        .ok_or_else(|| ApiError::internal("configmaps are not served"))?;
+    let publisher = User {
+        name: "system:kube-controller-manager".into(),
+        groups: vec![MASTERS.into()],
+    };
+    let req = WriteRequest {
+        info: &info,
+        namespace,
+        name,
+        subresource: None,
+        user: &publisher,
+        dry_run: false,
+    };
+    match replace {
+        true => api.backend.update(&req, obj).await.map(drop),
+        false => api.backend.create(&req, obj).await.map(drop),
+    }
+}
