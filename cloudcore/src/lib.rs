@@ -80,9 +80,12 @@ pub async fn start_with(
         && let Some(path) = &kubeconfig
     {
         let client = kube_client(path).await?;
-        let (module, handle) =
+        let (mut module, handle) =
             edgecontroller::EdgeController::new(config.modules.edge_controller.clone(), client)
                 .context("starting modules.edgeController")?;
+        if let Some(hub) = &hub {
+            module = module.with_hub(hub.clone());
+        }
         runtime.register(module);
         controller = Some(handle);
     }

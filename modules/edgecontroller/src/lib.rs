@@ -47,6 +47,8 @@ pub struct EdgeController {
     config: Config,
     kinds: Vec<Kind>,
     client: kube::Client,
+    /// Which nodes have a live session (to catch up after a restart of this module alone).
+    hub: Option<cloudhub::Handle>,
     ready: latest::Sender<bool>,
     stats: Arc<Stats>,
 }
@@ -86,6 +88,14 @@ struct Run<'a> {
 // === impl EdgeController ===
 
 impl EdgeController {
+    /// Lets edgecontroller see cloudhub's sessions: if it restarts on its own while nodes stay
+    /// connected, they get their whole desired state again once every watch has listed (what
+    /// changed meanwhile was not sent to them).
+    pub fn with_hub(mut self, hub: cloudhub::Handle) -> Self {
+        self.hub = Some(hub);
+        self
+    }
+
     /// An edgecontroller using `client` for the Kubernetes API.
     pub fn new(
         config: Config,
@@ -107,6 +117,7 @@ impl EdgeController {
             config,
             kinds,
             client,
+            hub: None,
             ready,
             stats,
         };
@@ -183,30 +194,59 @@ impl Run<'_> {
     }
 
     async fn on_watch(&mut self, event: WatchEvent) {
+        let was_ready = self.ready();
         let out = match event {
             WatchEvent::Apply(obj) => self.state.apply(obj),
             WatchEvent::Delete(key) => self.state.delete(&key),
             WatchEvent::Relisted { kind, objs } => {
-                let was_ready = self.ready();
                 let out = self.state.relist(kind, objs);
                 self.listed.insert(kind);
-                if !was_ready && self.ready() {
-                    tracing::info!(
-                        edge_nodes = self.state.edge_nodes().count(),
-                        "every watch listed; answering resyncs"
-                    );
-                    self.ctl.ready.send_replace(true);
-                    for msg in std::mem::take(&mut self.parked) {
-                        self.on_message(msg);
-                    }
-                }
                 out
             }
         };
+        if !was_ready {
+            // Until every watch has listed, nodes learn what they should hold from the resync
+            // their session asks for (parked until now): sending the changes of the initial
+            // lists as well would deliver objects the edge already holds.
+            if self.ready() {
+                self.became_ready().await;
+            }
+            return;
+        }
         for o in out {
             let msg = self.downstream(&o);
             if self.ctx.send(cloudhub::NAME, msg).await.is_err() {
                 tracing::warn!("cloudhub is gone; desired state not delivered");
+            }
+        }
+    }
+
+    async fn became_ready(&mut self) {
+        tracing::info!(
+            edge_nodes = self.state.edge_nodes().count(),
+            "every watch listed; answering resyncs"
+        );
+        self.ctl.ready.send_replace(true);
+        // Nodes already past their resync were synced by an earlier run of this module.
+        let synced: Vec<String> = match &self.ctl.hub {
+            Some(hub) => self
+                .state
+                .edge_nodes()
+                .filter(|n| hub.node(n).is_some_and(|c| c.connected))
+                .map(str::to_owned)
+                .collect(),
+            None => Vec::new(),
+        };
+        for msg in std::mem::take(&mut self.parked) {
+            self.on_message(msg);
+        }
+        for node in synced {
+            tracing::info!(node_id = %node, "sending a connected node its whole desired state after a restart");
+            for obj in self.state.desired(&node) {
+                let msg = self.downstream(&Out::Upsert(node.clone(), obj));
+                if self.ctx.send(cloudhub::NAME, msg).await.is_err() {
+                    return;
+                }
             }
         }
     }

@@ -1,7 +1,10 @@
 //! From a Kubernetes object's JSON to what the store indexes: uid, resourceVersion, labels and
 //! the selectable fields clients filter on.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+
+use apimachinery::ResourceInfo;
 
 use objstore::{NewObject, ObjKey};
 use serde_json::Value;
@@ -110,41 +113,26 @@ impl Parsed {
     }
 }
 
-/// Labels and the selectable fields of an object (the ones Kubernetes supports per kind).
+/// Labels and the selectable fields of an object: the ones the API server selects the
+/// resource by (`apimachinery`'s catalog, so the edge and the cloud agree), none for resources
+/// the catalog does not know.
 pub fn index(resource: &str, obj: &Value) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
-    let labels = obj["metadata"]["labels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
+    let fields = catalog()
+        .get(resource)
+        .map(|info| apimachinery::fields::selectable_fields(info, obj))
         .unwrap_or_default();
-    let selectable: &[&str] = match resource {
-        "pods" => &[
-            "spec.nodeName",
-            "status.phase",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "status.podIP",
-        ],
-        "services" => &["spec.clusterIP", "spec.type"],
-        "secrets" => &["type"],
-        "events" | "events.events.k8s.io" => &[
-            "involvedObject.name",
-            "involvedObject.kind",
-            "reason",
-            "type",
-        ],
-        "nodes" => &["spec.unschedulable"],
-        _ => &[],
-    };
-    let fields = selectable
-        .iter()
-        .filter_map(|path| Some((path.to_string(), scalar_at(obj, path)?)))
-        .collect();
-    (labels, fields)
+    (apimachinery::fields::labels_of(obj), fields)
+}
+
+/// The built-in resources by store name.
+fn catalog() -> &'static HashMap<String, ResourceInfo> {
+    static CATALOG: OnceLock<HashMap<String, ResourceInfo>> = OnceLock::new();
+    CATALOG.get_or_init(|| {
+        apimachinery::catalog::builtins()
+            .into_iter()
+            .map(|info| (info.store_resource(), info))
+            .collect()
+    })
 }
 
 /// Compares cloud resourceVersions: numeric when both are numbers (as the API server's are),
@@ -158,16 +146,6 @@ pub fn is_newer(incoming: &str, current: &str) -> bool {
 
 fn str_at<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-fn scalar_at(obj: &Value, dotted: &str) -> Option<String> {
-    let v = dotted.split('.').try_fold(obj, |v, k| v.get(k))?;
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -213,6 +191,11 @@ mod tests {
         assert_eq!(
             fields.get("status.phase").map(String::as_str),
             Some("Running")
+        );
+        // As the API server selects: an unset boolean is false.
+        assert_eq!(
+            fields.get("spec.hostNetwork").map(String::as_str),
+            Some("false")
         );
     }
 
