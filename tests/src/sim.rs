@@ -38,6 +38,8 @@ pub struct SimStats {
     pub connects: AtomicU64,
     pub in_sync: AtomicBool,
     pub inventories: AtomicU64,
+    /// When the latest session finished its resync.
+    pub synced_at: std::sync::Mutex<Option<Instant>>,
 }
 
 impl SimEdge {
@@ -168,7 +170,10 @@ impl SimEdge {
                 Frame::Ping { nonce } => sink.send(&Frame::Pong { nonce }).await?,
                 Frame::Pong { nonce } => keepalive.on_pong(nonce, Instant::now()),
                 Frame::InventoryRequest => self.send_inventory(&mut sink).await?,
-                Frame::ResyncDone { .. } => self.stats.in_sync.store(true, Ordering::Release),
+                Frame::ResyncDone { .. } => {
+                    *self.stats.synced_at.lock().unwrap() = Some(Instant::now());
+                    self.stats.in_sync.store(true, Ordering::Release);
+                }
                 Frame::Close { .. } | Frame::Refuse { .. } => return Err(LinkError::Closed),
                 _ => {}
             }

@@ -221,19 +221,13 @@ async fn throughput(
 
 async fn idle(nodes: usize, sockets: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let exe = std::env::current_exe()?;
-    let mut child = std::process::Command::new(exe)
+    let mut child = cloud_command()?
         .args(["serve-cloud", "--dir", dir.path().to_str().unwrap()])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()?;
-    let pid = child.id();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = lines.next().context("the cloud process said nothing")??;
-    let addr: SocketAddr = ready
-        .strip_prefix("READY ")
-        .context("no READY line")?
-        .parse()?;
+    let (addr, pid) = read_ready(&mut lines)?;
     let sessions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = sessions.clone();
     std::thread::spawn(move || {
@@ -279,7 +273,12 @@ async fn idle(nodes: usize, sockets: usize) -> anyhow::Result<()> {
         (rss_after - rss_before) as f64 / nodes as f64
     );
     shutdown.cancel();
+    // Closing stdin stops the cloud; a profiler wrapping it gets the time to write its data.
     drop(child.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait()?.is_none() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let _ = child.kill();
     let _ = child.wait();
     Ok(())
@@ -322,9 +321,11 @@ async fn storm(nodes: usize, objects: u64, sockets: usize) -> anyhow::Result<()>
     .await?;
     // Restart cloudcore as a service manager would: the process stops, a new one starts on the
     // same address with the same desired state.
+    let stopping = Instant::now();
     cloud1.stop();
     let cloud2 = CloudProcess::start(dir.path(), addr.port(), nodes, objects)?;
     let restart = Instant::now();
+    let down = restart - stopping;
     wait_for(
         "every node reconnected and in sync",
         Duration::from_secs(900),
@@ -344,9 +345,21 @@ async fn storm(nodes: usize, objects: u64, sockets: usize) -> anyhow::Result<()>
         .iter()
         .map(|s| s.stats.inventories.load(Ordering::Relaxed))
         .sum();
+    let mut synced: Vec<f64> = sims
+        .iter()
+        .filter_map(|s| *s.stats.synced_at.lock().unwrap())
+        .map(|at| at.saturating_duration_since(restart).as_secs_f64())
+        .collect();
+    synced.sort_by(f64::total_cmp);
+    let pct =
+        |p: f64| synced[((synced.len() as f64 * p).ceil() as usize).clamp(1, synced.len()) - 1];
     println!(
-        "storm nodes={nodes} objects_per_node={objects} all_resynced_in={:.1}s (from the restarted cloudcore process listening) objects_resent={resent} inventory_exchanges={inventories} (first connect included)",
-        elapsed.as_secs_f64()
+        "storm nodes={nodes} objects_per_node={objects} all_resynced_in={:.1}s (from the restarted cloudcore process listening; p50 {:.1}s, p90 {:.1}s, p99 {:.1}s) objects_resent={resent} inventory_exchanges={inventories} (first connect included) cloud_down_for={:.1}s",
+        elapsed.as_secs_f64(),
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        down.as_secs_f64(),
     );
     shutdown.cancel();
     cloud2.stop();
@@ -377,8 +390,19 @@ async fn serve_cloud(
         quic: quic_port,
         ..Ports::default()
     };
-    let cloud = cloud(&pki, desired, ports).await;
-    println!("READY {}", cloud.addr(Transport::Quic));
+    // The harness pings every 2 s so that tests notice a dead peer quickly; a benchmark of many
+    // idle nodes runs cloudhub's defaults (15 s), as a real cloudcore does.
+    let hub = cloudhub::Config::default();
+    let cloud = e2e::cloud_with(&pki, desired, ports, |c| {
+        c.modules.cloud_hub.keepalive_interval = hub.keepalive_interval;
+        c.modules.cloud_hub.keepalive_timeout = hub.keepalive_timeout;
+    })
+    .await;
+    println!(
+        "READY {} {}",
+        cloud.addr(Transport::Quic),
+        std::process::id()
+    );
     std::io::stdout().flush()?;
     let hub = cloud.hub().clone();
     tokio::spawn(async move {
@@ -414,7 +438,7 @@ impl CloudProcess {
         nodes: usize,
         objects: u64,
     ) -> anyhow::Result<CloudProcess> {
-        let mut child = std::process::Command::new(std::env::current_exe()?)
+        let mut child = cloud_command()?
             .args(["serve-cloud", "--dir", dir.to_str().unwrap()])
             .args([
                 "--quic-port",
@@ -428,11 +452,7 @@ impl CloudProcess {
             .stdout(std::process::Stdio::piped())
             .spawn()?;
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let ready = lines.next().context("the cloud process said nothing")??;
-        let addr: SocketAddr = ready
-            .strip_prefix("READY ")
-            .context("no READY line")?
-            .parse()?;
+        let (addr, _) = read_ready(&mut lines)?;
         let sessions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (s2, t2) = (sessions.clone(), sent.clone());
@@ -462,6 +482,38 @@ impl CloudProcess {
         drop(self.child.stdin.take());
         let _ = self.child.wait();
     }
+}
+
+/// The cloud process's address and process id, from its `READY <addr> <pid>` line (a profiler
+/// wrapping it may print lines of its own first).
+fn read_ready(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+) -> anyhow::Result<(SocketAddr, u32)> {
+    for line in lines {
+        let line = line?;
+        if let Some(ready) = line.strip_prefix("READY ") {
+            let (addr, pid) = ready.split_once(' ').context("READY <addr> <pid>")?;
+            return Ok((addr.parse()?, pid.parse()?));
+        }
+    }
+    anyhow::bail!("the cloud process ended without a READY line")
+}
+
+/// The command that runs this binary as the cloud child process. `LOADGEN_CLOUD_WRAP` (words
+/// separated by spaces, e.g. `heaptrack -o /tmp/cloud`) runs it under a profiler; the memory
+/// figure of `idle` is then the profiler's process, not the cloud's.
+fn cloud_command() -> anyhow::Result<std::process::Command> {
+    let exe = std::env::current_exe()?;
+    let wrap = std::env::var("LOADGEN_CLOUD_WRAP").unwrap_or_default();
+    let mut words = wrap.split_whitespace();
+    Ok(match words.next() {
+        Some(program) => {
+            let mut command = std::process::Command::new(program);
+            command.args(words).arg(exe);
+            command
+        }
+        None => std::process::Command::new(exe),
+    })
 }
 
 fn quic_dialers(n: usize) -> anyhow::Result<Vec<link::QuicDialer>> {
