@@ -28,8 +28,9 @@
 //! Ending a connection: [`FrameSink::close`] sends a `Close` frame, then the transport's close
 //! (WebSocket close message; QUIC stream finish, then `CONNECTION_CLOSE` once the peer has
 //! acknowledged everything), and the peer's [`FrameStream::recv`] returns the `Close` frame and
-//! then `Ok(None)`. Liveness is the session's business (`wire::Keepalive`); QUIC additionally
-//! sends keep-alives every 5 s and drops a connection that heard nothing for 30 s.
+//! then `Ok(None)`. Liveness is the session's business (`wire::Keepalive`); on QUIC the client
+//! additionally sends a keep-alive after 20 s without sending anything, and both ends drop a
+//! connection that heard nothing for 30 s.
 //! [`Listener::close`] stops accepting but leaves established connections alone.
 //!
 //! [`faultproxy`] is a TCP proxy that delays, blackholes and cuts connections, for tests and the

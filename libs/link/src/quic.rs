@@ -1,5 +1,11 @@
 //! QUIC: one bidirectional stream opened by the client, both ends write [`QUIC_PREAMBLE`], then
 //! length-prefixed frames.
+//!
+//! Packets are what a session costs: one cloudhub holds many thousands of connections on one
+//! socket, and on loopback each datagram costs both ends a system call and a task wake-up. So
+//! only the client sends QUIC keep-alives (the edge is the side behind a NAT); path MTU discovery
+//! makes one probe instead of a binary search; and the server sends no TLS session tickets,
+//! since no client resumes with them.
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -8,8 +14,8 @@ use std::time::Duration;
 
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{
-    Connection, ConnectionError, Endpoint, IdleTimeout, ReadError, ReadExactError, RecvStream,
-    SendStream, TransportConfig, VarInt,
+    Connection, ConnectionError, Endpoint, EndpointConfig, IdleTimeout, MtuDiscoveryConfig,
+    ReadError, ReadExactError, RecvStream, SendStream, TransportConfig, VarInt,
 };
 use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
@@ -18,8 +24,10 @@ use wire::{Frame, FrameReader, LENGTH_PREFIX_LEN};
 use crate::conn::{SinkInner, StreamInner};
 use crate::{ClientTls, Limits, LinkError, QUIC_ALPN, QUIC_PREAMBLE, ServerTls};
 
-/// Ping the peer when nothing was sent for this long, so NATs keep the path open.
-const KEEP_ALIVE: Duration = Duration::from_secs(5);
+/// The client pings the server when it sent nothing for this long, so NATs keep the path open.
+/// The sessions' own pings (every 15 s by default, from both ends) keep it busier than that, so
+/// with the default settings this never fires; it is the safety net below the idle timeout.
+const KEEP_ALIVE: Duration = Duration::from_secs(20);
 
 /// A connection that heard nothing (not even keep-alives) for this long is dead.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -33,6 +41,19 @@ const KEEP_BUFFER: usize = 4 * 1024;
 
 /// Largest chunk taken from the stream at a time.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// QUIC's minimum datagram size, quinn's starting MTU.
+const INITIAL_MTU: u16 = 1200;
+
+/// The one MTU probed after the handshake: a 1500-byte Ethernet path less IPv6 and UDP headers
+/// (quinn's default upper bound).
+const MTU_PROBE: u16 = 1452;
+
+/// Socket buffer size asked for, each way (the kernel caps it at `net.core.rmem_max` and
+/// `wmem_max`). One UDP socket carries every connection of an endpoint: with the default of about
+/// 200 KiB, a burst of handshakes (10,000 nodes reconnecting after a restart) overflows it, and
+/// each dropped Initial costs its connection a retransmission timeout of a second or more.
+const SOCKET_BUFFER: usize = 8 << 20;
 
 /// Application error code of an orderly close.
 const CLOSE_NORMAL: u32 = 0;
@@ -64,6 +85,13 @@ pub(crate) struct Stream {
     _endpoint: Option<Endpoint>,
 }
 
+/// Which end of the connection a config or stream half is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Client,
+    Server,
+}
+
 /// Dials `addr` from a fresh client endpoint, opens the stream and swaps preambles.
 pub(crate) async fn connect(
     addr: SocketAddr,
@@ -76,10 +104,7 @@ pub(crate) async fn connect(
 
 /// A client endpoint bound to `local`.
 pub(crate) fn client_endpoint(local: SocketAddr) -> Result<Endpoint, LinkError> {
-    Endpoint::client(local).map_err(|source| LinkError::Bind {
-        addr: local,
-        source,
-    })
+    endpoint(local, None)
 }
 
 /// Dials `addr` from `endpoint` (shared by many connections when `keep` is `None`), opens the
@@ -94,7 +119,7 @@ pub(crate) async fn connect_on(
     let identity = Some((tls.cert_pem.as_str(), tls.key_pem.as_str()));
     let crypto = pki::client_config(&tls.ca_pem, identity, &[QUIC_ALPN])?;
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
-    config.transport_config(Arc::new(transport_config(0)));
+    config.transport_config(Arc::new(transport_config(Side::Client)));
     let conn = endpoint
         .connect_with(config, addr, &tls.server_name)?
         .await?;
@@ -108,14 +133,17 @@ pub(crate) async fn connect_on(
 
 impl Listener {
     pub(crate) fn bind(addr: SocketAddr, tls: &ServerTls) -> Result<Listener, LinkError> {
-        let crypto =
+        let mut crypto =
             pki::server_config(Some(&tls.ca_pem), &tls.cert_pem, &tls.key_pem, &[QUIC_ALPN])?;
+        // Clients build a fresh TLS config per connection and never resume: tickets would only
+        // cost bytes and packets.
+        crypto.send_tls13_tickets = 0;
         let mut config =
             quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
-        config.transport_config(Arc::new(transport_config(1)));
-        let endpoint =
-            Endpoint::server(config, addr).map_err(|source| LinkError::Bind { addr, source })?;
-        Ok(Listener { endpoint })
+        config.transport_config(Arc::new(transport_config(Side::Server)));
+        Ok(Listener {
+            endpoint: endpoint(addr, Some(config))?,
+        })
     }
 
     pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -198,7 +226,8 @@ impl Sink {
 // === impl Stream ===
 
 impl Stream {
-    /// The next frame, and the bytes read since the previous one.
+    /// The next frame, and the bytes read since the previous one. Cancel-safe: what was read
+    /// is kept in the frame reader, and quinn's `read_chunk` is cancel-safe itself.
     pub(crate) async fn recv(&mut self) -> Result<Option<(Frame, usize)>, LinkError> {
         loop {
             if let Some(frame) = self.reader.next_frame()? {
@@ -275,15 +304,42 @@ async fn read_preamble(recv: &mut RecvStream) -> Result<(), LinkError> {
     }
 }
 
-/// Keep-alive and idle timeout; `bidi_streams` is how many streams the peer may open (the server
-/// allows the client its one, the client allows none).
-fn transport_config(bidi_streams: u8) -> TransportConfig {
+/// An endpoint on a UDP socket bound to `addr` with [`SOCKET_BUFFER`]-sized buffers; a server
+/// endpoint with `server`.
+fn endpoint(addr: SocketAddr, server: Option<quinn::ServerConfig>) -> Result<Endpoint, LinkError> {
+    let bind = |source| LinkError::Bind { addr, source };
+    let socket = std::net::UdpSocket::bind(addr).map_err(bind)?;
+    let sock = socket2::SockRef::from(&socket);
+    sock.set_recv_buffer_size(SOCKET_BUFFER).map_err(bind)?;
+    sock.set_send_buffer_size(SOCKET_BUFFER).map_err(bind)?;
+    tracing::debug!(
+        recv = sock.recv_buffer_size().unwrap_or(0),
+        send = sock.send_buffer_size().unwrap_or(0),
+        "QUIC socket buffers"
+    );
+    let runtime = Arc::new(quinn::TokioRuntime);
+    Endpoint::new(EndpointConfig::default(), server, socket, runtime).map_err(bind)
+}
+
+/// Idle timeout, keep-alive (client only), streams (the server allows the client its one, the
+/// client allows none) and a single path MTU probe: straight to the largest size, kept if it
+/// gets through (the binary search quinn does by default costs four probes and their acks, per
+/// end and connection).
+fn transport_config(side: Side) -> TransportConfig {
+    let (keep_alive, bidi_streams) = match side {
+        Side::Client => (Some(KEEP_ALIVE), 0u8),
+        Side::Server => (None, 1u8),
+    };
+    let mut mtu = MtuDiscoveryConfig::default();
+    mtu.upper_bound(MTU_PROBE)
+        .minimum_change(MTU_PROBE - INITIAL_MTU);
     let mut config = TransportConfig::default();
     config
-        .keep_alive_interval(Some(KEEP_ALIVE))
+        .keep_alive_interval(keep_alive)
         .max_idle_timeout(Some(idle_timeout()))
         .max_concurrent_bidi_streams(bidi_streams.into())
-        .max_concurrent_uni_streams(0u8.into());
+        .max_concurrent_uni_streams(0u8.into())
+        .mtu_discovery_config(Some(mtu));
     config
 }
 
