@@ -249,13 +249,22 @@ impl Incoming {
             remote_addr,
             limits,
         } = self;
-        let (transport, (sink, stream, peer_node)) = handshake(limits.handshake_timeout, async {
-            match inner {
-                IncomingInner::Ws(i) => Ok((Transport::WebSocket, i.establish(limits).await?)),
-                IncomingInner::Quic(i) => Ok((Transport::Quic, i.establish(limits).await?)),
+        // The handshakes' futures are boxed: they are big (the WebSocket upgrade's most of all)
+        // and short-lived, and the future of a session that awaits this one lives as long as the
+        // session does.
+        let established = match inner {
+            IncomingInner::Ws(i) => {
+                handshake(limits.handshake_timeout, Box::pin(i.establish(limits)))
+                    .await
+                    .map(|conn| (Transport::WebSocket, conn))
             }
-        })
-        .await?;
+            IncomingInner::Quic(i) => {
+                handshake(limits.handshake_timeout, Box::pin(i.establish(limits)))
+                    .await
+                    .map(|conn| (Transport::Quic, conn))
+            }
+        };
+        let (transport, (sink, stream, peer_node)) = established?;
         Ok(Conn::new(
             transport,
             remote_addr,
@@ -427,6 +436,9 @@ impl FrameStream {
     /// The next frame; `Ok(None)` once the peer ended the connection cleanly. Garbage, an
     /// oversized frame, a text message, TLS and I/O errors are errors; after one, every call
     /// returns [`LinkError::Closed`].
+    ///
+    /// Cancel-safe: a future dropped before it completes loses nothing (bytes already read stay
+    /// buffered for the next call), so it may be one branch of a `select!` loop.
     pub async fn recv(&mut self) -> Result<Option<Frame>, LinkError> {
         match self.state {
             StreamState::Open => {}
@@ -451,9 +463,9 @@ impl FrameStream {
         result
     }
 
-    /// Reads in a task of its own and hands frames over a channel of `capacity`, so a session
-    /// loop can `select!` on the channel without ever cancelling a half-read frame. The channel
-    /// ends after a clean end of stream, or after the first error (which it carries).
+    /// Reads in a task of its own and hands frames over a channel of `capacity`, so reading goes
+    /// on while the owner is busy. The channel ends after a clean end of stream, or after the
+    /// first error (which it carries).
     pub fn into_channel(
         mut self,
         capacity: usize,
