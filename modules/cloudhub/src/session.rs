@@ -63,7 +63,13 @@ pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, ctx: Context)
 }
 
 async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), HubError> {
-    let conn = incoming.establish().await?;
+    // A shutdown drops a handshake in progress, which closes the connection at once; finished
+    // after the process is gone, it would leave the node waiting for its idle timeout.
+    let conn = tokio::select! {
+        biased;
+        _ = shared.shutdown.cancelled() => return Err(HubError::Shutdown),
+        conn = incoming.establish() => conn?,
+    };
     let Some(node) = conn.peer_node().map(str::to_string) else {
         let (sink, _) = conn.split();
         sink.close("client certificate is not a node certificate")
@@ -75,7 +81,12 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
     // The stream is read right in the session's `select!` (its `recv` is cancel-safe): no
     // reader task and channel per session, which matters when one cloudhub holds 100,000.
     let (mut sink, mut frames) = conn.split();
-    let hello = match read_hello(&mut frames, shared).await {
+    let hello = tokio::select! {
+        biased;
+        _ = shared.shutdown.cancelled() => Err(HubError::Shutdown),
+        hello = read_hello(&mut frames, shared) => hello,
+    };
+    let hello = match hello {
         Ok(hello) => hello,
         Err(e) => {
             sink.close(&e.to_string()).await;
