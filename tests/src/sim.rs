@@ -38,6 +38,8 @@ pub struct SimStats {
     pub connects: AtomicU64,
     pub in_sync: AtomicBool,
     pub inventories: AtomicU64,
+    /// Connection attempts that failed before a session was up.
+    pub failures: AtomicU64,
     /// When the latest session finished its resync.
     pub synced_at: std::sync::Mutex<Option<Instant>>,
 }
@@ -91,7 +93,10 @@ impl SimEdge {
                 Ok(()) => return,
                 // Like edgehub: after a session that was up, start over from the first ceiling.
                 Err(_) if self.stats.connects.load(Ordering::Relaxed) > connects => attempt = 1,
-                Err(_) => attempt = (attempt + 1).min(6),
+                Err(_) => {
+                    self.stats.failures.fetch_add(1, Ordering::Relaxed);
+                    attempt = (attempt + 1).min(6);
+                }
             }
         }
     }

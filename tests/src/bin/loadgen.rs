@@ -345,16 +345,21 @@ async fn storm(nodes: usize, objects: u64, sockets: usize) -> anyhow::Result<()>
         .iter()
         .map(|s| s.stats.inventories.load(Ordering::Relaxed))
         .sum();
+    let failures: u64 = sims
+        .iter()
+        .map(|s| s.stats.failures.load(Ordering::Relaxed))
+        .sum();
     let mut synced: Vec<f64> = sims
         .iter()
         .filter_map(|s| *s.stats.synced_at.lock().unwrap())
         .map(|at| at.saturating_duration_since(restart).as_secs_f64())
         .collect();
     synced.sort_by(f64::total_cmp);
+
     let pct =
         |p: f64| synced[((synced.len() as f64 * p).ceil() as usize).clamp(1, synced.len()) - 1];
     println!(
-        "storm nodes={nodes} objects_per_node={objects} all_resynced_in={:.1}s (from the restarted cloudcore process listening; p50 {:.1}s, p90 {:.1}s, p99 {:.1}s) objects_resent={resent} inventory_exchanges={inventories} (first connect included) cloud_down_for={:.1}s",
+        "storm nodes={nodes} objects_per_node={objects} all_resynced_in={:.1}s (from the restarted cloudcore process listening; p50 {:.1}s, p90 {:.1}s, p99 {:.1}s) objects_resent={resent} inventory_exchanges={inventories} (first connect included) failed_attempts={failures} cloud_down_for={:.1}s",
         elapsed.as_secs_f64(),
         pct(0.5),
         pct(0.9),
