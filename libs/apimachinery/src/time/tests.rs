@@ -6,6 +6,7 @@ fn formats_and_parses_known_instants() {
     assert_eq!(format_rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z"), Some(951_782_400));
     assert_eq!(parse_rfc3339("2026-05-01T10:00:00Z"), Some(1_777_629_600));
+    assert_eq!(format_rfc3339(1_777_629_600), "2026-05-01T10:00:00Z");
     assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59Z");
 }
 

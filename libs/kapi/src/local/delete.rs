@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use apimachinery::time::{format_rfc3339, now_unix};
 use apimachinery::{ApiError, ResourceInfo};
 use objstore::Mutation;
 use serde_json::{Value, json};
@@ -169,7 +170,7 @@ fn step(
 fn mark(target: &Target, obj: &mut Value, grace: i64) {
     let first = !meta::deleting(obj);
     if first || meta::deletion_grace(obj).is_none_or(|g| grace < g) {
-        let at = meta::rfc3339(meta::unix_now().saturating_add(grace));
+        let at = format_rfc3339(now_unix().saturating_add(grace));
         meta::set(obj, "deletionTimestamp", Value::String(at));
         meta::set(obj, "deletionGracePeriodSeconds", json!(grace));
     }
