@@ -12,7 +12,7 @@ use crate::status::ApiError;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct ForwardedWrite {
-    /// `create`, `update`, `patch` or `delete` (`get` reads the object).
+    /// `create`, `update`, `patch` or `delete`.
     pub verb: String,
     /// API group (`""` for core).
     pub group: String,

@@ -78,8 +78,9 @@ struct Run<'a> {
     ctl: &'a EdgeController,
     ctx: Context,
     state: State,
-    /// Kinds listed at least once.
-    listed: HashSet<usize>,
+    /// Built-in kinds not listed yet; empty once ready (custom resources whose CRD is missing
+    /// must not hold everything back).
+    unlisted: HashSet<usize>,
     /// Digest and resync questions asked before every watch listed.
     parked: Vec<Message>,
     tasks: TaskTracker,
@@ -157,7 +158,7 @@ impl Module for EdgeController {
             ctl: self,
             ctx,
             state: State::new(self.kinds.clone()),
-            listed: HashSet::new(),
+            unlisted: (0..Kind::builtins().len()).collect(),
             parked: Vec::new(),
             tasks: TaskTracker::new(),
         };
@@ -188,9 +189,7 @@ impl Module for EdgeController {
 
 impl Run<'_> {
     fn ready(&self) -> bool {
-        // Custom resources whose CRD is missing must not hold everything back.
-        let builtins = Kind::builtins().len();
-        (0..builtins).all(|k| self.listed.contains(&k))
+        self.unlisted.is_empty()
     }
 
     async fn on_watch(&mut self, event: WatchEvent) {
@@ -200,7 +199,7 @@ impl Run<'_> {
             WatchEvent::Delete(key) => self.state.delete(&key),
             WatchEvent::Relisted { kind, objs } => {
                 let out = self.state.relist(kind, objs);
-                self.listed.insert(kind);
+                self.unlisted.remove(&kind);
                 out
             }
         };
@@ -477,17 +476,20 @@ async fn authorize_from_api(
     write: &ForwardedWrite,
     timeout: std::time::Duration,
 ) -> Result<(), ApiError> {
-    let get = ForwardedWrite {
-        verb: "get".into(),
-        version: "v1".into(),
-        resource: "pods".into(),
-        namespace: write.namespace.clone(),
-        name: authz::bound_pod(write).to_owned(),
-        ..Default::default()
-    };
-    let (_, pod) = replay::replay(client, &get, timeout).await.into_result()?;
-    let bound = pod["spec"]["nodeName"].as_str().unwrap_or_default();
-    authz::authorize(node, write, |_, _| Some(bound))
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), &write.namespace);
+    let found = tokio::time::timeout(timeout, pods.get_opt(authz::bound_pod(write)))
+        .await
+        .map_err(|_| {
+            ApiError::timeout(format!(
+                "the Kubernetes API did not answer within {timeout:?}"
+            ))
+        })?
+        .map_err(|e| {
+            ApiError::service_unavailable(format!("the Kubernetes API could not be reached: {e}"))
+        })?;
+    let bound = found.map(|pod| pod.spec.and_then(|s| s.node_name).unwrap_or_default());
+    authz::authorize(node, write, |_, _| bound.as_deref())
 }
 
 /// A delete for a key the edge holds but should not (`resource/namespace/name`).

@@ -169,7 +169,7 @@ impl State {
         match self.kinds[obj.kind].scope {
             Scope::Node => self.node_changed(&obj, &mut out),
             Scope::Named => self.to_owner(&obj, Out::Upsert, &mut out),
-            Scope::Pod => self.pod_changed(old.as_deref(), &obj, &mut out),
+            Scope::Pod => self.pod_changed(old.as_ref(), &obj, &mut out),
             Scope::Referenced => {
                 for node in self.referencing(&obj.key) {
                     out.push(Out::Upsert(node, obj.clone()));
@@ -352,19 +352,19 @@ impl State {
         }
     }
 
-    fn pod_changed(&mut self, old: Option<&Obj>, obj: &Arc<Obj>, out: &mut Vec<Out>) {
+    fn pod_changed(&mut self, old: Option<&Arc<Obj>>, obj: &Arc<Obj>, out: &mut Vec<Out>) {
         let Info::Pod { node, refs } = &obj.info else {
             return;
         };
         let mut old_refs: &[String] = &[];
-        if let Some(Info::Pod {
-            node: old_node,
-            refs: held,
-        }) = old.map(|o| &o.info)
+        if let Some(old) = old
+            && let Info::Pod {
+                node: old_node,
+                refs: held,
+            } = &old.info
         {
             if old_node != node && !old_node.is_empty() {
-                let old_node = old_node.clone();
-                self.unbind(&old_node, old.expect("matched Some"), held, out);
+                self.unbind(old_node, old, held, out);
             } else {
                 old_refs = held;
             }
@@ -388,7 +388,7 @@ impl State {
     }
 
     /// Takes pod `obj` (with `refs`) off `node`.
-    fn unbind(&mut self, node: &str, obj: &Obj, refs: &[String], out: &mut Vec<Out>) {
+    fn unbind(&mut self, node: &str, obj: &Arc<Obj>, refs: &[String], out: &mut Vec<Out>) {
         if let Some(pods) = self.pods_on.get_mut(node) {
             pods.remove(&obj.key);
             if pods.is_empty() {
@@ -396,7 +396,7 @@ impl State {
             }
         }
         if self.edge.contains(node) {
-            out.push(Out::Delete(node.into(), Arc::new(obj.clone())));
+            out.push(Out::Delete(node.into(), obj.clone()));
         }
         for r in refs {
             self.release(node, r, out);

@@ -4,7 +4,7 @@
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -54,10 +54,10 @@ async fn watch(client: Client, id: usize, kind: Kind, tx: mpsc::Sender<WatchEven
     if let Some(fields) = &kind.field_selector {
         config = config.fields(fields);
     }
-    let stream = watcher::watcher(api, config);
+    // kube-runtime's backoff paces retries after errors (exponential, reset on success).
+    let stream = watcher::watcher(api, config).default_backoff();
     futures::pin_mut!(stream);
     let mut listing: Option<Vec<Obj>> = None;
-    let mut failures = 0u32;
     while let Some(event) = stream.next().await {
         let obj = |o: DynamicObject| to_obj(id, &kind, o);
         let sent = match event {
@@ -77,15 +77,10 @@ async fn watch(client: Client, id: usize, kind: Kind, tx: mpsc::Sender<WatchEven
             Ok(watcher::Event::Apply(o)) => tx.send(WatchEvent::Apply(obj(o))).await,
             Ok(watcher::Event::Delete(o)) => tx.send(WatchEvent::Delete(obj(o).key)).await,
             Err(e) => {
-                failures += 1;
                 tracing::warn!(resource = %kind.store_resource(), error = %e, "watch failed; retrying");
-                // The watcher retries on the next poll; pace it.
-                let pause = 100u64 << failures.min(6);
-                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                 continue;
             }
         };
-        failures = 0;
         if sent.is_err() {
             return; // the run loop ended
         }
