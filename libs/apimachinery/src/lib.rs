@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod fields;
 pub mod forward;
 pub mod noderules;
+pub mod object;
 pub mod patch;
 pub mod selector;
 pub mod status;

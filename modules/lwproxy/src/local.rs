@@ -7,10 +7,11 @@
 //! request. A lease write takes the request's object, with the identity the store holds
 //! (uid, creationTimestamp) kept.
 
+use apimachinery::object::{meta_str, metadata_mut, object_mut};
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
 use apimachinery::{ApiError, ResourceInfo, patch};
 use objstore::StoredObject;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::envelope::{Change, is_current};
 
@@ -110,11 +111,11 @@ fn changed(
             return Err(ApiError::internal("not a write lwproxy applies locally"));
         }
     };
-    let rv = str_at(&requested, "resourceVersion");
+    let rv = meta_str(&requested, "resourceVersion");
     if !is_current(rv, held) {
         return Err(subject.conflict(OPTIMISTIC_LOCK_MSG));
     }
-    let (uid, have) = (str_at(&requested, "uid"), str_at(&current, "uid"));
+    let (uid, have) = (meta_str(&requested, "uid"), meta_str(&current, "uid"));
     if !uid.is_empty() && uid != have {
         let why =
             format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}");
@@ -129,7 +130,7 @@ fn changed(
 /// A lease made here: named, in the URL's namespace, created now. It has no uid until the
 /// cloud creates it and sends its version down.
 fn created(subject: &Subject<'_>, mut obj: Value) -> Result<Value, ApiError> {
-    let name = str_at(&obj, "name").to_owned();
+    let name = meta_str(&obj, "name").to_owned();
     if name.is_empty() {
         let info = subject.info;
         let why = "Required value: name or generateName is required";
@@ -184,26 +185,6 @@ fn name_of(change: &Change) -> Option<&str> {
 fn parse(held: &StoredObject) -> Result<Value, ApiError> {
     serde_json::from_slice(&held.value)
         .map_err(|e| ApiError::internal(format!("decoding stored {}: {e}", held.key)))
-}
-
-fn str_at<'a>(obj: &'a Value, key: &str) -> &'a str {
-    obj["metadata"][key].as_str().unwrap_or_default()
-}
-
-/// The object's map; anything else is replaced by an empty object first.
-fn object_mut(value: &mut Value) -> &mut Map<String, Value> {
-    if !value.is_object() {
-        *value = Value::Object(Map::new());
-    }
-    // It is an object now (made one just above if it was not).
-    value.as_object_mut().expect("an object")
-}
-
-fn metadata_mut(value: &mut Value) -> &mut Map<String, Value> {
-    let meta = object_mut(value)
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    object_mut(meta)
 }
 
 #[cfg(test)]

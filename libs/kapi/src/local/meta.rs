@@ -3,33 +3,7 @@
 
 use serde_json::{Map, Value};
 
-/// `obj` as a map, turning anything else into an empty object first (callers check the body
-/// is an object before they get here, so the replacement never happens for client data).
-pub(super) fn object_mut(obj: &mut Value) -> &mut Map<String, Value> {
-    if !obj.is_object() {
-        *obj = Value::Object(Map::new());
-    }
-    match obj {
-        Value::Object(map) => map,
-        _ => unreachable!("replaced by an object just above"),
-    }
-}
-
-/// `obj.metadata`, created if absent (or not an object).
-pub(super) fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
-    let meta = object_mut(obj)
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    object_mut(meta)
-}
-
-/// A string field of `metadata`, `""` when absent or not a string.
-pub(super) fn str_of<'a>(obj: &'a Value, field: &str) -> &'a str {
-    obj.get("metadata")
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
+pub(super) use apimachinery::object::{meta_str as str_of, metadata_mut, object_mut};
 
 pub(super) fn name(obj: &Value) -> &str {
     str_of(obj, "name")
