@@ -291,14 +291,30 @@ impl Core {
         Ok(listed.items)
     }
 
-    /// Claims the cleanup of `key`; `None` when one is already running.
-    fn claim_cleanup(&self, key: ObjKey) -> Option<CleanupClaim> {
-        lock(&self.cleanups)
-            .insert(key.clone())
-            .then(|| CleanupClaim {
-                cleanups: self.cleanups.clone(),
-                key,
-            })
+    /// Runs the cleanup `work` makes for `key` in the background, until it ends or the backend
+    /// shuts down, unless a cleanup of `key` already runs.
+    fn spawn_cleanup<F, Fut>(&self, key: ObjKey, work: F)
+    where
+        F: FnOnce(Core) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        if !lock(&self.cleanups).insert(key.clone()) {
+            return;
+        }
+        let claim = CleanupClaim {
+            cleanups: self.cleanups.clone(),
+            key,
+        };
+        let shutdown = self.shutdown.clone();
+        let work = work(self.clone());
+        tokio::spawn(async move {
+            let _claim = claim;
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => {}
+                () = work => {}
+            }
+        });
     }
 }
 

@@ -137,17 +137,9 @@ pub(super) async fn sync(core: &Core, name: &str) {
 
 /// Starts deleting the custom objects of CRD `name` (with uid `uid`) unless that already runs.
 pub(super) fn spawn_cleanup(core: &Core, name: &str, uid: &str) {
-    let Some(claim) = core.claim_cleanup(key(name)) else {
-        return;
-    };
-    let (core, name, uid) = (core.clone(), name.to_owned(), uid.to_owned());
-    tokio::spawn(async move {
-        let _claim = claim;
-        tokio::select! {
-            biased;
-            () = core.shutdown.cancelled() => {}
-            () = cleanup(&core, &name, &uid) => {}
-        }
+    let (name, uid) = (name.to_owned(), uid.to_owned());
+    core.spawn_cleanup(key(&name), move |core| async move {
+        cleanup(&core, &name, &uid).await
     });
 }
 

@@ -101,17 +101,9 @@ pub(super) fn mark_terminating(obj: &mut Value) {
 
 /// Starts emptying the namespace `name` (with uid `uid`) unless that already runs.
 pub(super) fn spawn_drain(core: &Core, name: &str, uid: &str) {
-    let Some(claim) = core.claim_cleanup(key(name)) else {
-        return;
-    };
-    let (core, name, uid) = (core.clone(), name.to_owned(), uid.to_owned());
-    tokio::spawn(async move {
-        let _claim = claim;
-        tokio::select! {
-            biased;
-            () = core.shutdown.cancelled() => {}
-            () = drain(&core, &name, &uid) => {}
-        }
+    let (name, uid) = (name.to_owned(), uid.to_owned());
+    core.spawn_cleanup(key(&name), move |core| async move {
+        drain(&core, &name, &uid).await
     });
 }
 
