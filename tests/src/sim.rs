@@ -42,6 +42,17 @@ pub struct SimStats {
     pub failures: AtomicU64,
     /// When the latest session finished its resync.
     pub synced_at: std::sync::Mutex<Option<Instant>>,
+    /// What happened to the connection attempts, in order, for explaining a slow node.
+    pub timeline: std::sync::Mutex<Vec<(Instant, String)>>,
+}
+
+impl SimStats {
+    fn note(&self, what: impl Into<String>) {
+        self.timeline
+            .lock()
+            .unwrap()
+            .push((Instant::now(), what.into()));
+    }
 }
 
 impl SimEdge {
@@ -89,7 +100,12 @@ impl SimEdge {
             }
             self.stats.in_sync.store(false, Ordering::Release);
             let connects = self.stats.connects.load(Ordering::Relaxed);
-            match self.session(&dialer, addr, &shutdown).await {
+            self.stats.note("dial");
+            let ended = self.session(&dialer, addr, &shutdown).await;
+            if let Err(e) = &ended {
+                self.stats.note(format!("ended: {e}"));
+            }
+            match ended {
                 Ok(()) => return,
                 // Like edgehub: after a session that was up, start over from the first ceiling.
                 Err(_) if self.stats.connects.load(Ordering::Relaxed) > connects => attempt = 1,
@@ -107,8 +123,9 @@ impl SimEdge {
         addr: SocketAddr,
         shutdown: &CancellationToken,
     ) -> Result<(), LinkError> {
+        // edgehub's default handshake timeout.
         let limits = link::Limits {
-            handshake_timeout: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(30),
             ..link::Limits::default()
         };
         let conn = match dialer {
@@ -135,6 +152,7 @@ impl SimEdge {
             resume: None,
         };
         sink.send(&Frame::Hello(hello)).await?;
+        self.stats.note("connected");
         self.stats.connects.fetch_add(1, Ordering::Relaxed);
         let mut receiver = Receiver::new(RecvConfig::default());
         let mut keepalive = Keepalive::new(KeepaliveConfig::default(), Instant::now());
@@ -176,6 +194,7 @@ impl SimEdge {
                 Frame::Pong { nonce } => keepalive.on_pong(nonce, Instant::now()),
                 Frame::InventoryRequest => self.send_inventory(&mut sink).await?,
                 Frame::ResyncDone { .. } => {
+                    self.stats.note("resynced");
                     *self.stats.synced_at.lock().unwrap() = Some(Instant::now());
                     self.stats.in_sync.store(true, Ordering::Release);
                 }

@@ -426,3 +426,77 @@ async fn statuses_queued_while_offline_reach_the_cloud_after_reconnect_coalesced
     edge.stop().await;
     cloud2.stop().await;
 }
+
+/// Dials `node` over WebSocket with a generous handshake timeout of the node's own.
+async fn dial_ws(
+    pki: &Pki,
+    addr: std::net::SocketAddr,
+    node: &str,
+) -> Result<link::Conn, link::LinkError> {
+    let files = pki.node(node);
+    let tls = link::ClientTls {
+        ca_pem: std::fs::read_to_string(&files.ca).unwrap(),
+        cert_pem: std::fs::read_to_string(&files.cert).unwrap(),
+        key_pem: std::fs::read_to_string(&files.key).unwrap(),
+        server_name: "127.0.0.1".into(),
+    };
+    let limits = link::Limits {
+        handshake_timeout: Duration::from_secs(20),
+        ..link::Limits::default()
+    };
+    link::connect(Transport::WebSocket, addr, &tls, limits).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshakes_over_the_limit_wait_their_turn_and_are_refused_after_a_handshake_timeout() {
+    let pki = Pki::new();
+    let cloud = e2e::cloud_with(&pki, Desired::new(), Ports::default(), |c| {
+        c.modules.cloud_hub.max_concurrent_handshakes = 1;
+        c.modules.cloud_hub.handshake_timeout = Duration::from_secs(2);
+    })
+    .await;
+    let addr = cloud.addr(Transport::WebSocket);
+
+    // A client that opens TCP and says nothing holds the one handshake slot. The next waits
+    // for it, and gets it once the silent one goes away.
+    let silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let started = std::time::Instant::now();
+    let waiting = dial_ws(&pki, addr, "patient");
+    tokio::pin!(waiting);
+    tokio::select! {
+        done = &mut waiting => panic!("the handshake limit let a second handshake run: {done:?}"),
+        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+    }
+    drop(silent);
+    let conn = waiting.await.expect("the waiting node got its turn");
+    assert!(started.elapsed() >= Duration::from_millis(500));
+    drop(conn);
+    assert_eq!(cloud.hub().handshakes_refused(), 0);
+
+    // Two silent clients hold the slot for a handshake timeout each, one after the other: a
+    // node behind them is refused when its own wait reaches the handshake timeout, long before
+    // its 20 s dial timeout, so it can back off and come back.
+    // (300 ms apart, so that the second's wait clearly outlasts the first's handshake timeout.)
+    let _first = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _second = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    let refused = dial_ws(&pki, addr, "late").await;
+    assert!(refused.is_err(), "a node past the handshake limit got in");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "refused after {:?}, not at the handshake timeout",
+        started.elapsed()
+    );
+    assert_eq!(cloud.hub().handshakes_refused(), 1);
+    let mut registry = prometheus_client::registry::Registry::default();
+    cloud.hub().register_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains("cloudhub_handshakes_refused_total 1"),
+        "{text}"
+    );
+    cloud.stop().await;
+}

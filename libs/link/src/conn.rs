@@ -241,6 +241,15 @@ impl Incoming {
         self.remote_addr
     }
 
+    /// Turns the connection away without a handshake, so the client fails at once and backs
+    /// off (QUIC: `CONNECTION_REFUSED`; WebSocket: the TCP connection is closed).
+    pub fn refuse(self) {
+        match self.inner {
+            IncomingInner::Ws(i) => drop(i),
+            IncomingInner::Quic(i) => i.refuse(),
+        }
+    }
+
     /// Finishes the TLS handshake (checking the client certificate) and the WebSocket upgrade or
     /// QUIC stream opening, all under `limits.handshake_timeout`.
     pub async fn establish(self) -> Result<Conn, LinkError> {

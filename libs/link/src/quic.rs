@@ -166,6 +166,10 @@ impl Listener {
 // === impl Incoming ===
 
 impl Incoming {
+    pub(crate) fn refuse(self) {
+        self.incoming.refuse();
+    }
+
     /// The QUIC handshake (the client certificate is checked here), then the client's stream and
     /// the preambles.
     pub(crate) async fn establish(

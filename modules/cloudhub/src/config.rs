@@ -28,6 +28,11 @@ pub struct Config {
     /// Time a node has to finish TLS and say hello. Default `10s`.
     #[serde(with = "daemon::duration")]
     pub handshake_timeout: Duration,
+    /// Handshakes (TLS, stream or upgrade) run at once; more connections wait their turn, and
+    /// one that waited a whole `handshakeTimeout` is refused so that its node backs off. A cloud
+    /// restart brings every node at once: admitting them all makes each handshake slow enough to
+    /// time out. Default 128.
+    pub max_concurrent_handshakes: usize,
     /// Downstream messages in flight per node before acks are needed. Default 128.
     pub window: u32,
     /// Distinct objects that may wait per node; beyond that the node is resynced. Default 100000.
@@ -108,6 +113,7 @@ impl Default for Config {
             keepalive_timeout: Duration::from_secs(45),
             write_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
+            max_concurrent_handshakes: 128,
             window: 128,
             queue_capacity: 100_000,
             max_frame: 32 << 20,

@@ -40,6 +40,9 @@ pub enum HubError {
     /// A newer session of the same node took over.
     #[error("replaced by a newer session of the same node")]
     Replaced,
+    /// Too many handshakes were in progress for too long; the connection was refused.
+    #[error("refused: too many handshakes in progress for {0:?}")]
+    Busy(std::time::Duration),
     /// cloudhub is shutting down.
     #[error("shutting down")]
     Shutdown,

@@ -87,6 +87,10 @@ pub(crate) struct Shared {
     nodes: node::Nodes,
     sessions: AtomicUsize,
     session_ids: AtomicU64,
+    /// One permit per handshake in progress.
+    handshakes: Arc<Semaphore>,
+    /// Connections refused after waiting a whole handshake timeout for a permit.
+    handshakes_refused: AtomicU64,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -136,6 +140,8 @@ impl CloudHub {
             nodes: node::Nodes::new(config.queue_capacity, window),
             sessions: AtomicUsize::new(0),
             session_ids: AtomicU64::new(rand::random::<u32>() as u64 * 1_000_000),
+            handshakes: Arc::new(Semaphore::new(config.max_concurrent_handshakes.max(1))),
+            handshakes_refused: AtomicU64::new(0),
             shutdown,
             tasks: TaskTracker::new(),
             config,
@@ -412,6 +418,12 @@ impl Handle {
         self.shared.sessions.load(Ordering::Relaxed)
     }
 
+    /// Connections refused because `maxConcurrentHandshakes` handshakes were in progress for a
+    /// whole handshake timeout.
+    pub fn handshakes_refused(&self) -> u64 {
+        self.shared.handshakes_refused.load(Ordering::Relaxed)
+    }
+
     /// Counters of one node, `None` if cloudhub never heard of it.
     pub fn node(&self, node: &str) -> Option<NodeCounters> {
         self.shared.nodes.get(node).map(|slot| counters(&slot))
@@ -422,6 +434,7 @@ impl Handle {
         metrics::register(
             registry,
             self.sessions(),
+            self.handshakes_refused(),
             self.shared
                 .nodes
                 .all()

@@ -16,6 +16,7 @@ struct NodeLabel {
 pub(crate) fn register(
     registry: &mut Registry,
     sessions: usize,
+    handshakes_refused: u64,
     nodes: impl Iterator<Item = (String, NodeCounters)>,
 ) {
     let sub = registry.sub_registry_with_prefix("cloudhub");
@@ -80,6 +81,11 @@ pub(crate) fn register(
             "resyncs",
             "Resyncs by inventory (digests differed)",
             total.resyncs,
+        ),
+        (
+            "handshakes_refused",
+            "Connections refused after waiting a whole handshake timeout for a handshake slot",
+            handshakes_refused,
         ),
         (
             "upstream_messages",

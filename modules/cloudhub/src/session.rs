@@ -62,13 +62,30 @@ pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, ctx: Context)
     .await
 }
 
+/// The handshakes, once a handshake permit is free; a connection that waited a whole handshake
+/// timeout for one is refused.
+async fn establish(incoming: Incoming, shared: &Shared) -> Result<link::Conn, HubError> {
+    let wait = shared.config.handshake_timeout;
+    let permit = match tokio::time::timeout(wait, shared.handshakes.clone().acquire_owned()).await {
+        Ok(Ok(permit)) => permit,
+        Ok(Err(_)) | Err(_) => {
+            shared.handshakes_refused.fetch_add(1, Ordering::Relaxed);
+            incoming.refuse();
+            return Err(HubError::Busy(wait));
+        }
+    };
+    let conn = incoming.establish().await?;
+    drop(permit);
+    Ok(conn)
+}
+
 async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), HubError> {
     // A shutdown drops a handshake in progress, which closes the connection at once; finished
     // after the process is gone, it would leave the node waiting for its idle timeout.
     let conn = tokio::select! {
         biased;
         _ = shared.shutdown.cancelled() => return Err(HubError::Shutdown),
-        conn = incoming.establish() => conn?,
+        conn = establish(incoming, shared) => conn?,
     };
     let Some(node) = conn.peer_node().map(str::to_string) else {
         let (sink, _) = conn.split();

@@ -54,6 +54,9 @@ enum Scenario {
         /// Simulated nodes share this many QUIC client sockets.
         #[arg(long, default_value_t = 64)]
         sockets: usize,
+        /// cloudhub's `maxConcurrentHandshakes` (default: cloudhub's).
+        #[arg(long)]
+        max_handshakes: Option<usize>,
     },
     /// All nodes reconnect after a cloudcore restart.
     Storm {
@@ -63,6 +66,9 @@ enum Scenario {
         objects: u64,
         #[arg(long, default_value_t = 64)]
         sockets: usize,
+        /// cloudhub's `maxConcurrentHandshakes` (default: cloudhub's).
+        #[arg(long)]
+        max_handshakes: Option<usize>,
     },
     /// The embedded control plane through the `kube` crate: create, list, update, watch fan-out.
     Api {
@@ -105,11 +111,21 @@ enum Scenario {
         nodes: usize,
         #[arg(long, default_value_t = 0)]
         objects: u64,
+        /// cloudhub's `maxConcurrentHandshakes` (default: cloudhub's).
+        #[arg(long)]
+        max_handshakes: Option<usize>,
     },
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // RUST_LOG=cloudhub=debug (say) logs to stderr: the cloud child inherits it.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -121,12 +137,17 @@ fn main() -> anyhow::Result<()> {
                 payload,
                 rtt_ms,
             } => throughput(transport, messages, payload, rtt_ms).await,
-            Scenario::Idle { nodes, sockets } => idle(nodes, sockets).await,
+            Scenario::Idle {
+                nodes,
+                sockets,
+                max_handshakes,
+            } => idle(nodes, sockets, max_handshakes).await,
             Scenario::Storm {
                 nodes,
                 objects,
                 sockets,
-            } => storm(nodes, objects, sockets).await,
+                max_handshakes,
+            } => storm(nodes, objects, sockets, max_handshakes).await,
             Scenario::Api { pods, watchers } => api_bench(pods, watchers).await,
             Scenario::Fanout {
                 nodes,
@@ -140,7 +161,8 @@ fn main() -> anyhow::Result<()> {
                 quic_port,
                 nodes,
                 objects,
-            } => serve_cloud(&dir, quic_port, nodes, objects).await,
+                max_handshakes,
+            } => serve_cloud(&dir, quic_port, nodes, objects, max_handshakes).await,
         }
     })
 }
@@ -219,10 +241,11 @@ async fn throughput(
     Ok(())
 }
 
-async fn idle(nodes: usize, sockets: usize) -> anyhow::Result<()> {
+async fn idle(nodes: usize, sockets: usize, max_handshakes: Option<usize>) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut child = cloud_command()?
         .args(["serve-cloud", "--dir", dir.path().to_str().unwrap()])
+        .args(handshakes_arg(max_handshakes))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()?;
@@ -284,9 +307,14 @@ async fn idle(nodes: usize, sockets: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn storm(nodes: usize, objects: u64, sockets: usize) -> anyhow::Result<()> {
+async fn storm(
+    nodes: usize,
+    objects: u64,
+    sockets: usize,
+    max_handshakes: Option<usize>,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let cloud1 = CloudProcess::start(dir.path(), 0, nodes, objects)?;
+    let cloud1 = CloudProcess::start(dir.path(), 0, nodes, objects, max_handshakes)?;
     let addr = cloud1.addr;
     let pki = Pki::open(dir.path());
     let dialers = quic_dialers(sockets)?;
@@ -323,7 +351,7 @@ async fn storm(nodes: usize, objects: u64, sockets: usize) -> anyhow::Result<()>
     // same address with the same desired state.
     let stopping = Instant::now();
     cloud1.stop();
-    let cloud2 = CloudProcess::start(dir.path(), addr.port(), nodes, objects)?;
+    let cloud2 = CloudProcess::start(dir.path(), addr.port(), nodes, objects, max_handshakes)?;
     let restart = Instant::now();
     let down = restart - stopping;
     wait_for(
@@ -355,6 +383,27 @@ async fn storm(nodes: usize, objects: u64, sockets: usize) -> anyhow::Result<()>
         .map(|at| at.saturating_duration_since(restart).as_secs_f64())
         .collect();
     synced.sort_by(f64::total_cmp);
+    // The slowest node's story: what its connection attempts ran into.
+    if let Some(slowest) = sims
+        .iter()
+        .max_by_key(|s| *s.stats.synced_at.lock().unwrap())
+    {
+        let timeline = slowest.stats.timeline.lock().unwrap();
+        let story: Vec<String> = timeline
+            .iter()
+            .filter(|(at, _)| *at + down >= restart)
+            .map(|(at, what)| {
+                let t = at.saturating_duration_since(restart).as_secs_f64()
+                    - if *at < restart {
+                        (restart - *at).as_secs_f64()
+                    } else {
+                        0.0
+                    };
+                format!("{t:+.1}s {what}")
+            })
+            .collect();
+        println!("slowest node {}: {}", slowest.node, story.join("; "));
+    }
 
     let pct =
         |p: f64| synced[((synced.len() as f64 * p).ceil() as usize).clamp(1, synced.len()) - 1];
@@ -376,6 +425,7 @@ async fn serve_cloud(
     quic_port: u16,
     nodes: usize,
     objects: u64,
+    max_handshakes: Option<usize>,
 ) -> anyhow::Result<()> {
     let pki = if dir.join("ca/rootCA.crt").exists() {
         Pki::open(dir)
@@ -401,6 +451,11 @@ async fn serve_cloud(
     let cloud = e2e::cloud_with(&pki, desired, ports, |c| {
         c.modules.cloud_hub.keepalive_interval = hub.keepalive_interval;
         c.modules.cloud_hub.keepalive_timeout = hub.keepalive_timeout;
+        // The benchmarks measure capacity: no node limit in their way.
+        c.modules.cloud_hub.node_limit = 1_000_000;
+        if let Some(n) = max_handshakes {
+            c.modules.cloud_hub.max_concurrent_handshakes = n;
+        }
     })
     .await;
     println!(
@@ -442,6 +497,7 @@ impl CloudProcess {
         quic_port: u16,
         nodes: usize,
         objects: u64,
+        max_handshakes: Option<usize>,
     ) -> anyhow::Result<CloudProcess> {
         let mut child = cloud_command()?
             .args(["serve-cloud", "--dir", dir.to_str().unwrap()])
@@ -453,6 +509,7 @@ impl CloudProcess {
                 "--objects",
                 &objects.to_string(),
             ])
+            .args(handshakes_arg(max_handshakes))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()?;
@@ -916,4 +973,11 @@ fn report_latency(what: &str, samples: &mut [Duration]) {
         pct(0.99),
         pct(1.0)
     );
+}
+
+/// `--max-handshakes N` for the cloud child, if given.
+fn handshakes_arg(max_handshakes: Option<usize>) -> Vec<String> {
+    max_handshakes
+        .map(|n| vec!["--max-handshakes".to_string(), n.to_string()])
+        .unwrap_or_default()
 }
