@@ -226,11 +226,7 @@ async fn hello_as(
     addr: std::net::SocketAddr,
     cert_node: &str,
     claimed: &str,
-) -> (
-    wire::Frame,
-    link::FrameSink,
-    tokio::sync::mpsc::Receiver<Result<wire::Frame, link::LinkError>>,
-) {
+) -> (wire::Frame, link::FrameSink, link::FrameChannel) {
     let files = pki.node(cert_node);
     let tls = link::ClientTls {
         ca_pem: std::fs::read_to_string(&files.ca).unwrap(),

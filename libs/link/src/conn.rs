@@ -54,6 +54,13 @@ pub struct FrameStream {
     bytes: ByteCounters,
 }
 
+/// Frames read from a [`FrameStream`] by a task of its own ([`FrameStream::into_channel`]).
+pub struct FrameChannel {
+    // Boxed: tokio's channel allocates its slots 32 at a time up front, and a frame or error is
+    // up to 96 bytes. One cloudhub holds a channel per node, most of them idle.
+    rx: tokio::sync::mpsc::Receiver<Box<Result<Frame, LinkError>>>,
+}
+
 /// Encoded frame bytes sent and received on one connection, readable from anywhere (the
 /// halves may live in different tasks).
 #[derive(Clone, Debug, Default)]
@@ -475,10 +482,7 @@ impl FrameStream {
     /// Reads in a task of its own and hands frames over a channel of `capacity`, so reading goes
     /// on while the owner is busy. The channel ends after a clean end of stream, or after the
     /// first error (which it carries).
-    pub fn into_channel(
-        mut self,
-        capacity: usize,
-    ) -> tokio::sync::mpsc::Receiver<Result<Frame, LinkError>> {
+    pub fn into_channel(mut self, capacity: usize) -> FrameChannel {
         let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
         tokio::spawn(async move {
             loop {
@@ -493,12 +497,27 @@ impl FrameStream {
                     Err(e) => Err(e),
                 };
                 let failed = item.is_err();
-                if tx.send(item).await.is_err() || failed {
+                if tx.send(Box::new(item)).await.is_err() || failed {
                     return;
                 }
             }
         });
-        rx
+        FrameChannel { rx }
+    }
+}
+
+// === impl FrameChannel ===
+
+impl FrameChannel {
+    /// The next frame, or the error that ended the stream; `None` once it ended. Cancel-safe.
+    pub async fn recv(&mut self) -> Option<Result<Frame, LinkError>> {
+        self.rx.recv().await.map(|item| *item)
+    }
+}
+
+impl fmt::Debug for FrameChannel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FrameChannel").finish_non_exhaustive()
     }
 }
 

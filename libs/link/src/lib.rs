@@ -48,7 +48,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 pub use conn::{
-    ByteCounters, Conn, FrameSink, FrameStream, Incoming, Listener, QuicDialer, connect,
+    ByteCounters, Conn, FrameChannel, FrameSink, FrameStream, Incoming, Listener, QuicDialer,
+    connect,
 };
 pub use error::{LinkError, UnknownTransport};
 

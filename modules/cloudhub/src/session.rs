@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use beehive::{Context, Message, MsgId, Operation, SyncError};
-use link::{FrameSink, Incoming, LinkError};
+use link::{FrameSink, Incoming};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 use wire::{
@@ -79,7 +79,17 @@ async fn establish(incoming: Incoming, shared: &Shared) -> Result<link::Conn, Hu
     Ok(conn)
 }
 
-async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), HubError> {
+/// A connection whose node is known and whose hello was read.
+struct Admitted {
+    node: String,
+    sink: FrameSink,
+    frames: link::FrameChannel,
+    hello: Hello,
+    bytes: link::ByteCounters,
+}
+
+/// The handshakes, the node's name from its certificate, and its hello.
+async fn admit(incoming: Incoming, shared: &Shared) -> Result<Admitted, HubError> {
     // A shutdown drops a handshake in progress, which closes the connection at once; finished
     // after the process is gone, it would leave the node waiting for its idle timeout.
     let conn = tokio::select! {
@@ -120,6 +130,26 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
         sink.close("impersonation refused").await;
         return Err(err.into());
     }
+    Ok(Admitted {
+        node,
+        sink,
+        frames,
+        hello,
+        bytes,
+    })
+}
+
+async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), HubError> {
+    // What runs before and after the session loop is boxed: a future is as large as its
+    // largest step, and a session's task lives as long as its node stays connected (one
+    // cloudhub holds many thousands, most of them idle in the loop).
+    let Admitted {
+        node,
+        sink,
+        mut frames,
+        hello,
+        bytes,
+    } = Box::pin(admit(incoming, shared)).await?;
     let slot = shared.nodes.slot(&node);
     let session_id = shared.next_session_id();
     let cancel = shared.shutdown.child_token();
@@ -151,12 +181,12 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
         before_digest: None,
         batch: Vec::new(),
     };
-    let result = session.open(&hello, session_id).await;
+    let result = Box::pin(session.open(&hello, session_id)).await;
     let result = match result {
         Ok(()) => session.run_loop(&mut frames, handled_rx, &cancel).await,
         Err(e) => Err(e),
     };
-    session.finish(session_id, &result).await;
+    Box::pin(session.finish(session_id, &result)).await;
     result
 }
 
@@ -226,7 +256,7 @@ impl Session<'_> {
 
     async fn run_loop(
         &mut self,
-        frames: &mut mpsc::Receiver<Result<Frame, LinkError>>,
+        frames: &mut link::FrameChannel,
         mut handled: mpsc::UnboundedReceiver<Handled>,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<(), HubError> {
@@ -238,7 +268,7 @@ impl Session<'_> {
                 _ = cancel.cancelled() => {
                     let replaced = !self.shared.shutdown.is_cancelled();
                     let reason = if replaced { "replaced by a newer session" } else { "cloudhub shutting down" };
-                    let _ = self.sink.send(&Frame::Close { reason: reason.into() }).await;
+                    let _ = Box::pin(self.sink.send(&Frame::Close { reason: reason.into() })).await;
                     return Err(if replaced { HubError::Replaced } else { HubError::Shutdown });
                 }
                 frame = frames.recv() => match frame {
@@ -330,7 +360,8 @@ impl Session<'_> {
                 self.keepalive.on_pong(nonce, now);
                 Ok(())
             }
-            Frame::Inventory { entries, last } => self.on_inventory(entries, last).await,
+            // Boxed, as it is rare and its future is large (see `run`).
+            Frame::Inventory { entries, last } => Box::pin(self.on_inventory(entries, last)).await,
             Frame::Close { reason } => Err(HubError::PeerClosed(reason)),
             other => Err(HubError::Protocol(format!(
                 "unexpected {} frame in a session",
@@ -490,10 +521,7 @@ impl Session<'_> {
     }
 }
 
-async fn read_hello(
-    frames: &mut mpsc::Receiver<Result<Frame, LinkError>>,
-    shared: &Shared,
-) -> Result<Hello, HubError> {
+async fn read_hello(frames: &mut link::FrameChannel, shared: &Shared) -> Result<Hello, HubError> {
     let first = tokio::time::timeout(shared.config.handshake_timeout, frames.recv())
         .await
         .map_err(|_| HubError::NoHello("no frame within the handshake timeout".into()))?;

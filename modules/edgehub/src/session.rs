@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use beehive::{Context, Mailbox, Message, MsgId, Operation};
-use link::{FrameSink, LinkError};
+use link::FrameSink;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use wire::{
@@ -20,7 +20,7 @@ use crate::{EdgeHub, HubError, LinkState, NAME};
 /// A connection that got its welcome.
 pub(crate) struct Established {
     sink: FrameSink,
-    frames: mpsc::Receiver<Result<Frame, LinkError>>,
+    frames: link::FrameChannel,
     welcome: wire::Welcome,
 }
 
@@ -166,7 +166,7 @@ struct Session<'a> {
 impl Session<'_> {
     async fn run_loop(
         &mut self,
-        frames: &mut mpsc::Receiver<Result<Frame, LinkError>>,
+        frames: &mut link::FrameChannel,
         mailbox: &mut Mailbox,
         shutdown: &CancellationToken,
     ) -> Result<(), HubError> {
