@@ -27,16 +27,20 @@ use beehive::{Message, MsgId, Operation, SmolStr};
 
 use crate::error::QueueFull;
 
+/// The queue's maps hash every message's key several times on its way (queued, sent, acked):
+/// foldhash rather than SipHash, seeded per map. The keys are the cloud's own object names.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Pending messages for one node, at most one per key.
 #[derive(Debug)]
 pub struct KeyedQueue {
     capacity: usize,
-    pending: HashMap<String, Pending>,
+    pending: Map<String, Pending>,
     /// Pending keys that may be sent now (not in flight), by place in line.
     ready: BTreeMap<i64, String>,
     /// Keys with a version in flight: that version's message id and resourceVersion.
-    in_flight: HashMap<String, (MsgId, Option<SmolStr>)>,
-    by_id: HashMap<MsgId, String>,
+    in_flight: Map<String, (MsgId, Option<SmolStr>)>,
+    by_id: Map<MsgId, String>,
     next_back: i64,
     next_front: i64,
 }
@@ -66,10 +70,10 @@ impl KeyedQueue {
     pub fn new(capacity: usize) -> Self {
         KeyedQueue {
             capacity,
-            pending: HashMap::new(),
+            pending: Map::default(),
             ready: BTreeMap::new(),
-            in_flight: HashMap::new(),
-            by_id: HashMap::new(),
+            in_flight: Map::default(),
+            by_id: Map::default(),
             next_back: 0,
             next_front: -1,
         }
