@@ -62,6 +62,10 @@ enum Scenario {
     Idle {
         #[arg(long, default_value_t = 10_000)]
         nodes: usize,
+        /// QUIC (one UDP socket holds any number of sessions) or WebSocket (a file descriptor
+        /// per session at each end, so at most the open-files limit).
+        #[arg(long, default_value = "quic")]
+        transport: Transport,
         /// Simulated nodes share this many QUIC client sockets.
         #[arg(long, default_value_t = 64)]
         sockets: usize,
@@ -125,6 +129,9 @@ enum Scenario {
         /// cloudhub's `maxConcurrentHandshakes` (default: cloudhub's).
         #[arg(long)]
         max_handshakes: Option<usize>,
+        /// The listener whose address the READY line gives.
+        #[arg(long, default_value = "quic")]
+        transport: Transport,
     },
 }
 
@@ -151,9 +158,10 @@ fn main() -> anyhow::Result<()> {
             } => throughput(transport, messages, payload, rtt_ms, rounds).await,
             Scenario::Idle {
                 nodes,
+                transport,
                 sockets,
                 max_handshakes,
-            } => idle(nodes, sockets, max_handshakes).await,
+            } => idle(nodes, transport, sockets, max_handshakes).await,
             Scenario::Storm {
                 nodes,
                 objects,
@@ -174,7 +182,8 @@ fn main() -> anyhow::Result<()> {
                 nodes,
                 objects,
                 max_handshakes,
-            } => serve_cloud(&dir, quic_port, nodes, objects, max_handshakes).await,
+                transport,
+            } => serve_cloud(&dir, quic_port, nodes, objects, max_handshakes, transport).await,
         }
     })
 }
@@ -264,10 +273,16 @@ async fn throughput(
     Ok(())
 }
 
-async fn idle(nodes: usize, sockets: usize, max_handshakes: Option<usize>) -> anyhow::Result<()> {
+async fn idle(
+    nodes: usize,
+    transport: Transport,
+    sockets: usize,
+    max_handshakes: Option<usize>,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut child = cloud_command()?
         .args(["serve-cloud", "--dir", dir.path().to_str().unwrap()])
+        .args(["--transport", transport.as_str()])
         .args(handshakes_arg(max_handshakes))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -291,11 +306,11 @@ async fn idle(nodes: usize, sockets: usize, max_handshakes: Option<usize>) -> an
     for i in 0..nodes {
         let node = format!("idle-{i}");
         let sim = SimEdge::new(&node, node_tls(&pki.ca, &node));
-        tokio::spawn(sim.run(
-            Dialer::Quic(dialers[i % dialers.len()].clone()),
-            addr,
-            shutdown.clone(),
-        ));
+        let dialer = match transport {
+            Transport::Quic => Dialer::Quic(dialers[i % dialers.len()].clone()),
+            Transport::WebSocket => Dialer::Direct(Transport::WebSocket),
+        };
+        tokio::spawn(sim.run(dialer, addr, shutdown.clone()));
         if i % 500 == 499 {
             // Pace the handshakes a little so the accept queue is not flooded.
             wait_for("sessions to catch up", Duration::from_secs(300), || {
@@ -312,7 +327,7 @@ async fn idle(nodes: usize, sockets: usize, max_handshakes: Option<usize>) -> an
     tokio::time::sleep(Duration::from_secs(3)).await; // let allocations settle before measuring
     let rss_after = rss_kib(pid)?;
     println!(
-        "idle transport=quic sessions={nodes} connect_time={:.1}s cloud_rss_before={}KiB cloud_rss_after={}KiB per_session={:.1}KiB",
+        "idle transport={transport} sessions={nodes} connect_time={:.1}s cloud_rss_before={}KiB cloud_rss_after={}KiB per_session={:.1}KiB",
         connected_in.as_secs_f64(),
         rss_before,
         rss_after,
@@ -449,6 +464,7 @@ async fn serve_cloud(
     nodes: usize,
     objects: u64,
     max_handshakes: Option<usize>,
+    transport: Transport,
 ) -> anyhow::Result<()> {
     let pki = if dir.join("ca/rootCA.crt").exists() {
         Pki::open(dir)
@@ -481,11 +497,7 @@ async fn serve_cloud(
         }
     })
     .await;
-    println!(
-        "READY {} {}",
-        cloud.addr(Transport::Quic),
-        std::process::id()
-    );
+    println!("READY {} {}", cloud.addr(transport), std::process::id());
     std::io::stdout().flush()?;
     let hub = cloud.hub().clone();
     tokio::spawn(async move {
