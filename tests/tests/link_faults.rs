@@ -227,16 +227,7 @@ async fn hello_as(
     cert_node: &str,
     claimed: &str,
 ) -> (wire::Frame, link::FrameSink, link::FrameChannel) {
-    let files = pki.node(cert_node);
-    let tls = link::ClientTls {
-        ca_pem: std::fs::read_to_string(&files.ca).unwrap(),
-        cert_pem: std::fs::read_to_string(&files.cert).unwrap(),
-        key_pem: std::fs::read_to_string(&files.key).unwrap(),
-        server_name: "127.0.0.1".into(),
-    };
-    let conn = link::connect(Transport::WebSocket, addr, &tls, link::Limits::default())
-        .await
-        .unwrap();
+    let conn = dial_ws(pki, addr, cert_node).await.unwrap();
     let (mut sink, stream) = conn.split();
     let mut frames = stream.into_channel(16);
     let hello = wire::Hello {
@@ -423,7 +414,7 @@ async fn statuses_queued_while_offline_reach_the_cloud_after_reconnect_coalesced
     cloud2.stop().await;
 }
 
-/// Dials `node` over WebSocket with a generous handshake timeout of the node's own.
+/// Dials over WebSocket with `node`'s certificate and a generous handshake timeout of its own.
 async fn dial_ws(
     pki: &Pki,
     addr: std::net::SocketAddr,
