@@ -331,10 +331,10 @@ fn not_forwarded(req: &WriteRequest<'_>, change: &Change, why: &str) -> ApiError
     ))
 }
 
-/// `pods "web"`, or `a new pods` for a create.
+/// `pods "web"`, or `a new pod` for a create.
 fn target(req: &WriteRequest<'_>) -> String {
     match req.name {
-        "" => format!("a new {}", req.info.plural),
+        "" => format!("a new {}", req.info.singular),
         name => format!("{} {name:?}", req.info.plural),
     }
 }

@@ -114,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let c = cloud2.hub().node(node).unwrap_or_default();
     println!(
-        "\ncloudcore restarted: node back (resynced by digest, {} objects re-sent), redis is {} in the API",
+        "\ncloudcore restarted: node back (resynced by digest; objects sent down since: {}), redis is {} in the API",
         c.sent,
         phase_of(&pods.get("redis").await?)
     );
