@@ -28,7 +28,8 @@ use e2e::{Pki, Ports, cloud};
 use link::Transport;
 
 /// cloudcore's allocator (see its `main.rs`): the cloud runs in this process or in a child that
-/// is this binary.
+/// is this binary. `--features system-alloc` leaves the system's, for heaptrack.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
