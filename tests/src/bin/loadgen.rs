@@ -301,6 +301,7 @@ async fn idle(
     });
     let pki = Pki::open(dir.path());
     let rss_before = rss_kib(pid)?;
+    let tcp_kernel_pages_before = tcp_kernel_pages();
     let shutdown = CancellationToken::new();
     let dialers = quic_dialers(sockets)?;
     let start = Instant::now();
@@ -334,6 +335,16 @@ async fn idle(
         rss_after,
         (rss_after - rss_before) as f64 / nodes as f64
     );
+    // TCP's buffers live in the kernel, outside any process's resident memory.
+    if transport == Transport::WebSocket
+        && let (Some(before), Some(after)) = (tcp_kernel_pages_before, tcp_kernel_pages())
+    {
+        println!(
+            "kernel TCP memory (both ends of every connection, all of the machine): {}KiB, {:.1}KiB per session",
+            after.saturating_sub(before) * 4,
+            after.saturating_sub(before) as f64 * 4.0 / nodes as f64
+        );
+    }
     shutdown.cancel();
     // Closing stdin stops the cloud; a profiler wrapping it gets the time to write its data.
     drop(child.stdin.take());
@@ -1016,4 +1027,13 @@ fn handshakes_arg(max_handshakes: Option<usize>) -> Vec<String> {
     max_handshakes
         .map(|n| vec!["--max-handshakes".to_string(), n.to_string()])
         .unwrap_or_default()
+}
+
+/// Pages of TCP buffer memory the kernel holds (`/proc/net/sockstat`, `TCP: ... mem N`).
+fn tcp_kernel_pages() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/net/sockstat").ok()?;
+    let tcp = stat.lines().find(|l| l.starts_with("TCP:"))?;
+    let mut words = tcp.split_whitespace();
+    words.find(|w| *w == "mem")?;
+    words.next()?.parse().ok()
 }
