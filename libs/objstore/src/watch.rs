@@ -271,6 +271,49 @@ impl std::fmt::Debug for Watcher {
     }
 }
 
+// === impl Store (following) ===
+
+impl crate::Store {
+    /// Keeps something derived from the store in line with it, until the store closes: `pass`
+    /// rebuilds it from a full read, then `apply` takes every change `opts` selects after the
+    /// revision the pass started from. When the watch fails (it fell behind, or the change log
+    /// was compacted past it), another full pass follows `retry` later. `what` names the
+    /// follower in the log. To stop earlier, drop the future (select it against a shutdown).
+    pub async fn follow<P, A>(
+        &self,
+        what: &str,
+        opts: WatchOptions,
+        retry: std::time::Duration,
+        pass: impl Fn() -> P,
+        apply: impl Fn(WatchEvent) -> A,
+    ) where
+        P: std::future::Future<Output = Result<(), StoreError>>,
+        A: std::future::Future<Output = ()>,
+    {
+        loop {
+            let from = self.revision();
+            if let Err(e) = pass().await {
+                tracing::warn!(error = %e, "{what}: reading the store failed");
+            }
+            let watched = async {
+                let mut watcher = self.watch(WatchOptions {
+                    from_revision: from,
+                    ..opts.clone()
+                })?;
+                while let Some(event) = watcher.next().await {
+                    apply(event?).await;
+                }
+                Ok::<(), StoreError>(())
+            };
+            match watched.await {
+                Ok(()) => return, // the store closed
+                Err(e) => tracing::debug!(error = %e, "{what}: watch ended; reading again"),
+            }
+            tokio::time::sleep(retry).await;
+        }
+    }
+}
+
 // === impl Hub ===
 
 impl Hub {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use apimachinery::ApiError;
 use kapi::{Api, User, WriteRequest};
-use objstore::{EventKind, ListOptions, StoreError, WatchOptions};
+use objstore::{EventKind, ListOptions, StoreError, WatchEvent, WatchOptions};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -22,24 +22,16 @@ const RETRY: Duration = Duration::from_secs(1);
 
 /// Keeps the ConfigMap in place until `shutdown`.
 pub(crate) async fn publish(api: Api, ca_pem: String, shutdown: CancellationToken) {
-    loop {
-        let from = api.store.revision();
-        if let Err(e) = everywhere(&api, &ca_pem).await {
-            tracing::warn!(error = %e, "publishing kube-root-ca.crt");
-        }
-        let followed = tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            r = follow(&api, &ca_pem, from) => r,
-        };
-        if let Err(e) = followed {
-            tracing::debug!(error = %e, "kube-root-ca.crt watch ended; checking every namespace again");
-        }
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(RETRY) => {}
-        }
+    let follow = api.store.follow(
+        "kube-root-ca.crt publisher",
+        WatchOptions::from_revision(0),
+        RETRY,
+        || everywhere(&api, &ca_pem),
+        |event| on_change(&api, &ca_pem, event),
+    );
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = follow => {}
     }
 }
 
@@ -52,19 +44,14 @@ async fn everywhere(api: &Api, ca_pem: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Namespaces created and ConfigMaps changed or deleted after `from`.
-async fn follow(api: &Api, ca_pem: &str, from: u64) -> Result<(), StoreError> {
-    let mut watcher = api.store.watch(WatchOptions::from_revision(from))?;
-    while let Some(event) = watcher.next().await {
-        let event = event?;
-        let key = &event.object.key;
-        match (key.resource.as_str(), event.kind) {
-            ("namespaces", EventKind::Added) => ensure(api, &key.name, ca_pem).await,
-            ("configmaps", _) if key.name == NAME => ensure(api, &key.namespace, ca_pem).await,
-            _ => {}
-        }
+/// A namespace created, or the ConfigMap changed or deleted somewhere.
+async fn on_change(api: &Api, ca_pem: &str, event: WatchEvent) {
+    let key = &event.object.key;
+    match (key.resource.as_str(), event.kind) {
+        ("namespaces", EventKind::Added) => ensure(api, &key.name, ca_pem).await,
+        ("configmaps", _) if key.name == NAME => ensure(api, &key.namespace, ca_pem).await,
+        _ => {}
     }
-    Ok(())
 }
 
 /// Creates the ConfigMap in `namespace`, or puts its content back.

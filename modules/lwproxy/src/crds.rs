@@ -17,25 +17,25 @@ const RETRY: Duration = Duration::from_secs(1);
 /// Keeps `registry` in line with the stored CRDs until `shutdown`: a full pass, then every
 /// change from the change log; after a watch failure (lagged, expired), a full pass again.
 pub(crate) async fn follow(store: Store, registry: Registry, shutdown: CancellationToken) {
-    loop {
-        let from = store.revision();
-        if let Err(e) = resync(&store, &registry).await {
-            tracing::warn!(error = %e, "reading the CRDs held");
-        }
-        let watched = tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            r = watch(&store, &registry, from) => r,
-        };
-        match watched {
-            Ok(()) => return, // the store closed
-            Err(e) => tracing::debug!(error = %e, "CRD watch ended; reading them again"),
-        }
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(RETRY) => {}
-        }
+    let follow = store.follow(
+        "CRD follower",
+        WatchOptions::from_revision(0).resource(STORE_RESOURCE),
+        RETRY,
+        || resync(&store, &registry),
+        |event| {
+            let name = &event.object.key.name;
+            match event.kind {
+                EventKind::Deleted => unregister(&registry, name),
+                EventKind::Added | EventKind::Modified => {
+                    register(&registry, name, &event.object.value)
+                }
+            }
+            std::future::ready(())
+        },
+    );
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = follow => {}
     }
 }
 
@@ -49,20 +49,6 @@ async fn resync(store: &Store, registry: &Registry) -> Result<(), StoreError> {
         }
     }
     kapi::local::register_existing_crds(store, registry).await?;
-    Ok(())
-}
-
-/// Applies CRD changes after `from` until the watch fails or the store closes.
-async fn watch(store: &Store, registry: &Registry, from: u64) -> Result<(), StoreError> {
-    let mut watcher = store.watch(WatchOptions::from_revision(from).resource(STORE_RESOURCE))?;
-    while let Some(event) = watcher.next().await {
-        let event = event?;
-        let name = &event.object.key.name;
-        match event.kind {
-            EventKind::Deleted => unregister(registry, name),
-            EventKind::Added | EventKind::Modified => register(registry, name, &event.object.value),
-        }
-    }
     Ok(())
 }
 

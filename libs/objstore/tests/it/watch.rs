@@ -417,3 +417,61 @@ proptest! {
         rt.block_on(interleaving_case(writes, starts));
     }
 }
+
+#[tokio::test]
+async fn a_follower_takes_changes_and_reads_everything_again_after_falling_behind() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let t = TempStore::new();
+    put_n(&t.store, 0, 3).await;
+    let passes = Arc::new(AtomicUsize::new(0));
+    let applied = Arc::new(AtomicUsize::new(0));
+    // Changes wait at this gate, so that a burst makes the follower's watch fall behind.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let follower = tokio::spawn({
+        let (store, passes, applied, gate) = (
+            t.store.clone(),
+            passes.clone(),
+            applied.clone(),
+            gate.clone(),
+        );
+        async move {
+            store
+                .follow(
+                    "test follower",
+                    WatchOptions::from_revision(0).buffer(4),
+                    Duration::from_millis(10),
+                    || {
+                        passes.fetch_add(1, Ordering::SeqCst);
+                        std::future::ready(Ok(()))
+                    },
+                    |_| async {
+                        gate.acquire().await.unwrap().forget();
+                        applied.fetch_add(1, Ordering::SeqCst);
+                    },
+                )
+                .await
+        }
+    });
+    eventually("the first full pass", || async {
+        passes.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    // Changes before the pass are the pass's business: only later ones are applied.
+    put_n(&t.store, 3, 4).await;
+    gate.add_permits(1);
+    eventually("the change applied", || async {
+        applied.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    assert_eq!(passes.load(Ordering::SeqCst), 1);
+
+    put_n(&t.store, 4, 50).await;
+    gate.add_permits(1000);
+    eventually("a second full pass after the watch fell behind", || async {
+        passes.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    follower.abort();
+}
