@@ -446,28 +446,38 @@ async fn handshakes_over_the_limit_wait_their_turn_and_are_refused_after_a_hands
 
     // A client that opens TCP and says nothing holds the one handshake slot. The next waits
     // for it, and gets it once the silent one goes away.
+    let hub = cloud.hub().clone();
     let silent = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let started = std::time::Instant::now();
+    eventually("the silent client holds the slot", CONVERGE, || {
+        std::future::ready(hub.handshakes() == (1, 0))
+    })
+    .await;
     let waiting = dial_ws(&pki, addr, "patient");
     tokio::pin!(waiting);
     tokio::select! {
         done = &mut waiting => panic!("the handshake limit let a second handshake run: {done:?}"),
-        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        _ = eventually("the node waits for the slot", CONVERGE, || std::future::ready(hub.handshakes() == (1, 1))) => {}
     }
     drop(silent);
-    let conn = waiting.await.expect("the waiting node got its turn");
-    assert!(started.elapsed() >= Duration::from_millis(500));
-    drop(conn);
-    assert_eq!(cloud.hub().handshakes_refused(), 0);
+    waiting.await.expect("the waiting node got its turn");
+    assert_eq!(hub.handshakes_refused(), 0);
 
     // Two silent clients hold the slot for a handshake timeout each, one after the other: a
     // node behind them is refused when its own wait reaches the handshake timeout, long before
     // its 20 s dial timeout, so it can back off and come back.
-    // (300 ms apart, so that the second's wait clearly outlasts the first's handshake timeout.)
     let _first = tokio::net::TcpStream::connect(addr).await.unwrap();
+    eventually("the first silent client holds the slot", CONVERGE, || {
+        std::future::ready(hub.handshakes() == (1, 0))
+    })
+    .await;
+    // A margin, not a wait for an event: the second's wait has to outlast the first's handshake
+    // timeout by more than the timer's resolution, or it could be refused in the first's place.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let _second = tokio::net::TcpStream::connect(addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually("the second silent client waits", CONVERGE, || {
+        std::future::ready(hub.handshakes() == (1, 1))
+    })
+    .await;
     let started = std::time::Instant::now();
     let refused = dial_ws(&pki, addr, "late").await;
     assert!(refused.is_err(), "a node past the handshake limit got in");

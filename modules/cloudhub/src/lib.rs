@@ -91,6 +91,8 @@ pub(crate) struct Shared {
     handshakes: Arc<Semaphore>,
     /// Connections refused after waiting a whole handshake timeout for a permit.
     handshakes_refused: AtomicU64,
+    /// Connections waiting for a permit.
+    handshakes_waiting: AtomicUsize,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -142,6 +144,7 @@ impl CloudHub {
             session_ids: AtomicU64::new(rand::random::<u32>() as u64 * 1_000_000),
             handshakes: Arc::new(Semaphore::new(config.max_concurrent_handshakes.max(1))),
             handshakes_refused: AtomicU64::new(0),
+            handshakes_waiting: AtomicUsize::new(0),
             shutdown,
             tasks: TaskTracker::new(),
             config,
@@ -424,6 +427,13 @@ impl Handle {
         self.shared.handshakes_refused.load(Ordering::Relaxed)
     }
 
+    /// Handshakes in progress, and connections waiting for their turn.
+    pub fn handshakes(&self) -> (usize, usize) {
+        let s = &self.shared;
+        let running = s.config.max_concurrent_handshakes.max(1) - s.handshakes.available_permits();
+        (running, s.handshakes_waiting.load(Ordering::Relaxed))
+    }
+
     /// Counters of one node, `None` if cloudhub never heard of it.
     pub fn node(&self, node: &str) -> Option<NodeCounters> {
         self.shared.nodes.get(node).map(|slot| counters(&slot))
@@ -435,6 +445,7 @@ impl Handle {
             registry,
             self.sessions(),
             self.handshakes_refused(),
+            self.handshakes(),
             self.shared
                 .nodes
                 .all()

@@ -17,6 +17,7 @@ pub(crate) fn register(
     registry: &mut Registry,
     sessions: usize,
     handshakes_refused: u64,
+    (handshakes, handshakes_waiting): (usize, usize),
     nodes: impl Iterator<Item = (String, NodeCounters)>,
 ) {
     let sub = registry.sub_registry_with_prefix("cloudhub");
@@ -24,6 +25,16 @@ pub(crate) fn register(
         "sessions",
         "Nodes with a live session",
         ConstGauge::new(sessions as i64),
+    );
+    sub.register(
+        "handshakes",
+        "Handshakes in progress (at most maxConcurrentHandshakes)",
+        ConstGauge::new(handshakes as i64),
+    );
+    sub.register(
+        "handshakes_waiting",
+        "Connections waiting for a handshake slot",
+        ConstGauge::new(handshakes_waiting as i64),
     );
     let queued = Family::<NodeLabel, Gauge>::default();
     let in_flight = Family::<NodeLabel, Gauge>::default();

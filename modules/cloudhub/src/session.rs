@@ -66,7 +66,10 @@ pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, ctx: Context)
 /// timeout for one is refused.
 async fn establish(incoming: Incoming, shared: &Shared) -> Result<link::Conn, HubError> {
     let wait = shared.config.handshake_timeout;
-    let permit = match tokio::time::timeout(wait, shared.handshakes.clone().acquire_owned()).await {
+    let waiting = Waiting::count(&shared.handshakes_waiting);
+    let acquired = tokio::time::timeout(wait, shared.handshakes.clone().acquire_owned()).await;
+    drop(waiting);
+    let permit = match acquired {
         Ok(Ok(permit)) => permit,
         Ok(Err(_)) | Err(_) => {
             shared.handshakes_refused.fetch_add(1, Ordering::Relaxed);
@@ -77,6 +80,23 @@ async fn establish(incoming: Incoming, shared: &Shared) -> Result<link::Conn, Hu
     let conn = incoming.establish().await?;
     drop(permit);
     Ok(conn)
+}
+
+/// Counts one connection waiting for a handshake slot for as long as it lives (a shutdown may
+/// drop the wait midway).
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn count(counter: &'a std::sync::atomic::AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Waiting(counter)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A connection whose node is known and whose hello was read.
