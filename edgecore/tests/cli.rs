@@ -1,6 +1,7 @@
 //! The edgecore binary, run as a user runs it.
 
 use std::path::Path;
+use std::time::Duration;
 
 use testkit::daemon_cli;
 
@@ -37,6 +38,35 @@ async fn starts_from_the_example_config_and_stops_on_sigterm() {
 fn a_missing_node_certificate_is_named() {
     let config = test_config();
     daemon_cli::refuses_a_bad_key_by_name(Path::new(BIN), &config, "modules.edgeHub", None);
+}
+
+#[tokio::test]
+async fn a_ca_file_that_is_not_a_certificate_stops_start_up_with_its_path_named() {
+    let dir = tempfile::tempdir().unwrap();
+    node_certs(dir.path());
+    let ca = dir.path().join("etc/ca/rootCA.crt");
+    std::fs::write(&ca, "this is not a certificate\n").unwrap();
+    let config = test_config().replace("{tmp}", dir.path().to_str().unwrap());
+    let path = dir.path().join("edgecore.yaml");
+    std::fs::write(&path, config).unwrap();
+    let child = tokio::process::Command::new(BIN)
+        .args(["--config", path.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // Before the fix edgecore started and retried its dial forever: bound the wait.
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("edgecore did not stop on a CA file that is not a certificate")
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(ca.to_str().unwrap()),
+        "the CA file is not named: {err}"
+    );
+    assert!(err.contains("no valid CA certificate"), "{err}");
 }
 
 #[test]

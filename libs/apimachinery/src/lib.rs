@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod catalog;
+pub mod configdata;
 pub mod fields;
 pub mod forward;
 pub mod noderules;

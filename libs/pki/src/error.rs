@@ -9,6 +9,14 @@ pub enum PkiError {
     /// A PEM file held no certificate or key, or a malformed one.
     #[error("no valid {what} in PEM input")]
     Pem { what: &'static str },
+    /// A PEM file holds no valid certificate or key of the kind asked for.
+    #[error("{} holds no valid {what}", path.display())]
+    PemFile {
+        what: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: Box<PkiError>,
+    },
     /// A file could not be read or written.
     #[error("{op} {path}")]
     Io {

@@ -253,6 +253,36 @@ pub fn read_pem(path: &Path) -> Result<String, PkiError> {
     })
 }
 
+/// Reads a CA bundle: at least one certificate, each one usable as a trust anchor; the error
+/// names the file.
+pub fn read_ca_file(path: &Path) -> Result<String, PkiError> {
+    let text = read_pem(path)?;
+    tls::check_roots(&text).map_err(|e| pem_file("CA certificate", path, e))?;
+    Ok(text)
+}
+
+/// Reads a certificate file (at least one certificate); the error names the file.
+pub fn read_cert_file(path: &Path) -> Result<String, PkiError> {
+    let text = read_pem(path)?;
+    first_cert(&text).map_err(|e| pem_file("certificate", path, e))?;
+    Ok(text)
+}
+
+/// Reads a private key file; the error names the file.
+pub fn read_key_file(path: &Path) -> Result<String, PkiError> {
+    let text = read_pem(path)?;
+    tls::check_key(&text).map_err(|e| pem_file("private key", path, e))?;
+    Ok(text)
+}
+
+fn pem_file(what: &'static str, path: &Path, source: PkiError) -> PkiError {
+    PkiError::PemFile {
+        what,
+        path: path.into(),
+        source: Box::new(source),
+    }
+}
+
 /// Writes a PEM file, making its directory; the error names the path.
 pub fn write_pem(path: &Path, text: &str) -> Result<(), PkiError> {
     let io = |source| PkiError::Io {

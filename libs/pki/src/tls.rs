@@ -70,6 +70,16 @@ pub fn client_config(
     Ok(config)
 }
 
+/// Whether `ca_pem` is a usable set of trust anchors.
+pub(crate) fn check_roots(ca_pem: &str) -> Result<(), PkiError> {
+    roots(ca_pem).map(drop)
+}
+
+/// Whether `pem` holds a private key.
+pub(crate) fn check_key(pem: &str) -> Result<(), PkiError> {
+    key(pem).map(drop)
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }

@@ -70,9 +70,9 @@ pub struct Stats {
 impl EdgeHub {
     /// Reads the certificates and works out the node name.
     pub fn new(config: Config, meta: metamanager::Handle) -> Result<(EdgeHub, Handle), HubError> {
-        let ca_pem = pki::read_pem(&config.tls_ca_file)?;
-        let cert_pem = pki::read_pem(&config.tls_cert_file)?;
-        let key_pem = pki::read_pem(&config.tls_private_key_file)?;
+        let ca_pem = pki::read_ca_file(&config.tls_ca_file)?;
+        let cert_pem = pki::read_cert_file(&config.tls_cert_file)?;
+        let key_pem = pki::read_key_file(&config.tls_private_key_file)?;
         let certified = pki::node_name(&pki::first_cert(&cert_pem)?).ok_or_else(|| {
             HubError::Identity(format!(
                 "{} is not a node certificate (CN system:node:<name>)",

@@ -96,6 +96,12 @@ pub(super) fn prepare(target: &Target, mut obj: Value) -> Result<Value, ApiError
         // With a status subresource, a custom resource's status is only written through it.
         meta::set_top(&mut obj, "status", None);
     }
+    let name = meta::name(&obj);
+    if !name.is_empty() {
+        // The name is checked before anything derived from it (a namespace's name label).
+        validate::check_name(info, name)?;
+    }
+    validate::check_data(info, &mut obj)?;
     match target.special() {
         Special::Namespace => namespace::prepare_create(&mut obj),
         Special::Pod => prepare_pod(&mut obj),

@@ -117,6 +117,7 @@ pub(super) fn commit(
     mut next: Value,
     revision: u64,
 ) -> Result<(Mutation, Value), ApiError> {
+    validate::check_data(&target.info, &mut next)?;
     validate::check_metadata(&target.info, &next)?;
     check_new_finalizers(target, current, &next)?;
     if part == Part::Main && target.tracks_generation() {

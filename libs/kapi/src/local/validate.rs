@@ -2,6 +2,7 @@
 //! kind (DNS-1123 subdomain, DNS-1123 label, DNS-1035 label), and the shape of labels,
 //! annotations and finalizers.
 
+use apimachinery::configdata::{self, DataError};
 use apimachinery::{ApiError, ResourceInfo};
 use serde_json::Value;
 
@@ -190,6 +191,23 @@ pub(super) fn check_metadata(info: &ResourceInfo, obj: &Value) -> Result<(), Api
         }
     }
     Ok(())
+}
+
+/// The rules of the kind's own data: a Secret's `stringData` is merged into `data`, and the
+/// keys and values of Secrets and ConfigMaps are checked ([`apimachinery::configdata`]).
+pub(super) fn check_data(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+    let checked = match (info.group.as_str(), info.plural.as_str()) {
+        ("", "secrets") => configdata::prepare_secret(obj),
+        ("", "configmaps") => configdata::check_configmap(obj),
+        _ => return Ok(()),
+    };
+    checked.map_err(|e| match e {
+        DataError::Invalid { field, why } => invalid(info, meta::name(obj), &field, why),
+        DataError::Malformed(why) => ApiError::bad_request(format!(
+            "{} in version \"v1\" cannot be handled as a {}: {why}",
+            info.kind, info.kind
+        )),
+    })
 }
 
 /// `Kind "name" is invalid: field: why` (422).

@@ -32,7 +32,7 @@ pub(crate) struct ReadParams {
     pub(crate) resource_version: Option<String>,
     pub(crate) rv_match: Option<RvMatch>,
     pub(crate) allow_bookmarks: bool,
-    /// `timeoutSeconds`, when positive.
+    /// `timeoutSeconds`, when not 0 (a negative one is zero: the watch ends at once).
     pub(crate) timeout: Option<Duration>,
     pub(crate) send_initial_events: Option<bool>,
     pub(crate) include_object: IncludeObject,
@@ -160,10 +160,12 @@ impl ReadParams {
             resource_version: non_empty("resourceVersion"),
             rv_match,
             allow_bookmarks: p.flag("allowWatchBookmarks").unwrap_or(false),
+            // As kube-apiserver: 0 means the server's default, a negative timeout has already
+            // run out (the watch ends at once).
             timeout: p
                 .int("timeoutSeconds")?
-                .filter(|t| *t > 0)
-                .map(|t| Duration::from_secs(t as u64)),
+                .filter(|t| *t != 0)
+                .map(|t| Duration::from_secs(t.max(0) as u64)),
             send_initial_events: p.flag("sendInitialEvents"),
             include_object,
         };

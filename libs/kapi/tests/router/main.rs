@@ -7,5 +7,6 @@ mod support;
 mod discovery;
 mod list;
 mod local;
+mod validation;
 mod watch;
 mod writes;

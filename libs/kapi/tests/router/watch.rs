@@ -327,3 +327,20 @@ async fn a_resource_version_from_the_future_is_an_in_stream_410() {
     assert_eq!(error["type"], "ERROR");
     assert_eq!(error["object"]["code"], 410);
 }
+
+#[tokio::test]
+async fn a_watch_with_a_negative_timeout_ends_at_once() {
+    let h = harness();
+    h.put("pods", pod("a", "p1", "n1")).await;
+    let now = h.store.revision();
+    let mut w = h
+        .watch(
+            &format!(
+                "/api/v1/namespaces/a/pods?watch=true&resourceVersion={now}&timeoutSeconds=-5"
+            ),
+            None,
+        )
+        .await;
+    let ended = w.next_within(std::time::Duration::from_secs(2)).await;
+    assert_eq!(ended, Ok(None), "the watch did not end");
+}
