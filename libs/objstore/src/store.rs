@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::cache::ObjectCache;
 use crate::config::StoreConfig;
@@ -59,7 +59,7 @@ pub(crate) struct Shared {
     pub(crate) cache: Arc<ObjectCache>,
     pub(crate) stats: Counters,
     /// Why the last batch did not commit, until one commits again.
-    pub(crate) write_failure: Mutex<Option<Arc<rusqlite::Error>>>,
+    pub(crate) write_failure: watch::Sender<Option<Arc<rusqlite::Error>>>,
 }
 
 #[derive(Default)]
@@ -87,7 +87,7 @@ impl Store {
             hub: Hub::default(),
             cache: Arc::new(ObjectCache::new(config.cache_objects)),
             stats: Counters::default(),
-            write_failure: Mutex::new(None),
+            write_failure: watch::Sender::new(None),
         });
         shared.hub.start_at(meta.revision);
         let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
@@ -135,9 +135,15 @@ impl Store {
     /// Why the store cannot write, `None` while it can: the error of the last write batch
     /// (a full disk, an I/O error), until a batch commits again. Reads are not affected.
     pub fn write_failure(&self) -> Option<StoreError> {
-        let failure = self.inner.shared.write_failure.lock();
-        let failure = failure.unwrap_or_else(|p| p.into_inner());
+        let failure = self.inner.shared.write_failure.borrow();
         failure.clone().map(StoreError::StoreWrite)
+    }
+
+    /// Resolves once [`Store::write_failure`] is `Some` (at once if it is now).
+    pub async fn write_failed(&self) {
+        let mut failures = self.inner.shared.write_failure.subscribe();
+        // The sender lives in `Shared`, which this handle keeps alive: it cannot close.
+        let _ = failures.wait_for(|f| f.is_some()).await;
     }
 
     /// Writes and commits some 64 KiB of pages and changes nothing anyone can see (no revision,

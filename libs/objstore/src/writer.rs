@@ -401,7 +401,11 @@ impl Writer {
 
 /// Records why writes fail (`None`: they succeed again).
 fn set_write_failure(shared: &Shared, failure: Option<Arc<rusqlite::Error>>) {
-    *shared.write_failure.lock().unwrap_or_else(|p| p.into_inner()) = failure;
+    shared.write_failure.send_if_modified(|held| {
+        let flipped = held.is_some() != failure.is_some();
+        *held = failure;
+        flipped
+    });
 }
 
 /// The revision to compact up to, when the log has grown past `retention` plus some slack.

@@ -52,7 +52,11 @@ async fn a_full_file_fails_writes_and_the_writer_takes_them_again_once_there_is_
         "the failure is reported until a batch commits"
     );
     assert!(store.probe().await.is_err(), "a probe cannot write either");
-    assert_eq!(store.get(&key(failed)).await.unwrap(), None, "nothing of it");
+    assert_eq!(
+        store.get(&key(failed)).await.unwrap(),
+        None,
+        "nothing of it"
+    );
 
     store.set_max_page_count(1 << 30).await.unwrap();
     store.probe().await.unwrap();
