@@ -129,6 +129,11 @@ impl Running {
     pub fn context(&self) -> beehive::Context {
         self.core.context()
     }
+
+    /// The state of one module (running, restarting, stopped).
+    pub fn module_state(&self, name: &str) -> Option<beehive::ModuleState> {
+        self.core.module_state(name)
+    }
 }
 
 impl From<Running> for Core {
