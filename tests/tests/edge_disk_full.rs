@@ -127,9 +127,11 @@ async fn a_full_disk_holds_acks_reports_not_ready_and_recovers_once_space_is_fre
     )
     .await;
     assert_eq!(readyz(monitor).await.0, 200);
-    eventually("the first pods are acked", Duration::from_secs(10), || async {
-        cloud.hub().node(NODE).unwrap().in_flight == 0
-    })
+    eventually(
+        "the first pods are acked",
+        Duration::from_secs(10),
+        || async { cloud.hub().node(NODE).unwrap().in_flight == 0 },
+    )
     .await;
     let acked_before = cloud.hub().node(NODE).unwrap().acked;
 

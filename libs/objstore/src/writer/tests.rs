@@ -14,7 +14,7 @@ fn store() -> (tempfile::TempDir, Store) {
 }
 
 fn key(i: usize) -> ObjKey {
-    ObjKey::new("pods", "default", &format!("p{i}"))
+    ObjKey::new("pods", "default", format!("p{i}"))
 }
 
 /// An object of about 8 KiB, so a few of them need new pages.
