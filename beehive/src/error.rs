@@ -1,5 +1,6 @@
 //! Errors of the runtime and of the message codec.
 
+use std::fmt;
 use std::time::Duration;
 
 use smol_str::SmolStr;
@@ -79,4 +80,20 @@ pub enum RegisterError {
     /// A mailbox capacity of zero was asked for.
     #[error("module {0:?} asked for a mailbox of capacity 0")]
     ZeroCapacity(SmolStr),
+}
+
+/// Displays an error followed by each of its sources, `: `-separated, as anyhow's `{:#}` does:
+/// `edge store: object store write failed: database or disk is full`.
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
 }

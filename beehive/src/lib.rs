@@ -18,7 +18,7 @@ pub use smol_str::SmolStr;
 pub use tokio_util::sync::CancellationToken;
 
 pub use context::{Context, Stats};
-pub use error::{DecodeError, RegisterError, RespondError, SendError, SyncError};
+pub use error::{DecodeError, ErrorChain, RegisterError, RespondError, SendError, SyncError};
 pub use message::{Header, Message, MsgId, Operation, Router};
 pub use module::{Mailbox, Module, ModuleError, Restart, RestartPolicy};
 pub use runtime::{DEFAULT_MAILBOX, ModuleState, RunEnd, Running, Runtime, ShutdownReport};

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::context::{Context, Shared};
-use crate::error::RegisterError;
+use crate::error::{ErrorChain, RegisterError};
 use crate::module::{Mailbox, Module, Restart};
 
 /// Default mailbox capacity (KubeEdge's channel size).
@@ -49,6 +49,7 @@ pub enum ModuleState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunEnd {
     Completed,
+    /// The error and its whole cause chain (`outer: inner: root`).
     Failed(String),
     Panicked(String),
 }
@@ -228,6 +229,7 @@ impl Keeper {
             if !again || exhausted {
                 if again {
                     tracing::error!(
+                        module = %self.name,
                         restarts,
                         "module failed and has no restarts left; it stays stopped"
                     );
@@ -237,6 +239,7 @@ impl Keeper {
             }
             let wait = policy.backoff(restarts);
             tracing::warn!(
+                module = %self.name,
                 ?end,
                 ?wait,
                 restarts,
@@ -261,12 +264,13 @@ impl Keeper {
         match AssertUnwindSafe(run).catch_unwind().await {
             Ok(Ok(())) => RunEnd::Completed,
             Ok(Err(e)) => {
-                tracing::error!(error = %e, "module failed");
-                RunEnd::Failed(e.to_string())
+                let error = ErrorChain(e.as_ref()).to_string();
+                tracing::error!(module = %self.name, %error, "module failed");
+                RunEnd::Failed(error)
             }
             Err(panic) => {
                 let what = panic_message(panic.as_ref());
-                tracing::error!(panic = %what, "module panicked");
+                tracing::error!(module = %self.name, panic = %what, "module panicked");
                 RunEnd::Panicked(what)
             }
         }

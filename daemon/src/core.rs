@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::monitor;
+use crate::monitor::{self, Readiness};
 
 /// The `commonConfig` section.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,6 +88,19 @@ impl Core {
         extra: Option<ExtraMetrics>,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Core> {
+        let readiness = Readiness::default();
+        Self::start_with(name, common, runtime, extra, readiness, shutdown).await
+    }
+
+    /// Like [`Core::start`], with the checks `/readyz` answers from.
+    pub async fn start_with(
+        name: &'static str,
+        common: &CommonConfig,
+        runtime: Runtime,
+        extra: Option<ExtraMetrics>,
+        readiness: Readiness,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Core> {
         let runtime = runtime.start(shutdown.clone())?;
         let tasks = TaskTracker::new();
         let monitor_addr = match common.monitor_server.enable {
@@ -101,7 +114,7 @@ impl Core {
                     }
                 });
                 let addr = common.monitor_server.bind_address;
-                let bound = monitor::serve(addr, collect, shutdown.clone(), &tasks)
+                let bound = monitor::serve(addr, collect, readiness, shutdown.clone(), &tasks)
                     .await
                     .map_err(|e| anyhow::anyhow!("binding the monitor server on {addr}: {e}"))?;
                 tracing::info!(%bound, "{name} monitor server listening (/healthz, /readyz, /metrics)");

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use anyhow::Context as _;
 use daemon::Core;
 use daemon::cli::{Daemon, check_type};
+use daemon::monitor::Readiness;
 use edgehub::LinkState;
 use metamanager::MetaManager;
 use tokio::sync::watch;
@@ -61,7 +62,10 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         runtime.register(module);
         proxy = Some(handle);
     }
-    let core = Core::start("edgecore", &config.common_config, runtime, None, shutdown).await?;
+    let store_ready = meta.clone();
+    let readiness = Readiness::default().with("edge-store", move || store_ready.ready());
+    let common = &config.common_config;
+    let core = Core::start_with("edgecore", common, runtime, None, readiness, shutdown).await?;
     Ok(Running {
         core,
         meta,
@@ -124,6 +128,11 @@ impl Running {
     /// A context for sending into the module runtime.
     pub fn context(&self) -> beehive::Context {
         self.core.context()
+    }
+
+    /// The state of one module (running, restarting, stopped).
+    pub fn module_state(&self, name: &str) -> Option<beehive::ModuleState> {
+        self.core.module_state(name)
     }
 }
 

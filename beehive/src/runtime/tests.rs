@@ -458,3 +458,51 @@ async fn disabled_modules_get_no_mailbox_and_duplicates_are_refused() {
     let err = rt.start(CancellationToken::new()).err().unwrap();
     assert_eq!(err, RegisterError::Duplicate("stubborn".into()));
 }
+
+/// An error with a cause, as a module's store errors are.
+#[derive(Debug, thiserror::Error)]
+#[error("edge store")]
+struct Outer(#[source] std::io::Error);
+
+/// Fails once with [`Outer`].
+struct Chained;
+
+#[async_trait::async_trait]
+impl Module for Chained {
+    fn name(&self) -> &str {
+        "chained"
+    }
+    fn group(&self) -> &str {
+        "test"
+    }
+    async fn run(
+        &self,
+        _: Context,
+        _: &mut Mailbox,
+        _: CancellationToken,
+    ) -> Result<(), ModuleError> {
+        Err(Outer(std::io::Error::other("database or disk is full")).into())
+    }
+}
+
+#[tokio::test]
+async fn a_failed_run_is_reported_with_its_whole_cause_chain() {
+    let mut rt = Runtime::new();
+    rt.register(Chained);
+    let running = rt.start(CancellationToken::new()).unwrap();
+    let stopped = async {
+        loop {
+            if let Some(ModuleState::Stopped { last, .. }) = running.state("chained") {
+                return last;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let last = tokio::time::timeout(Duration::from_secs(5), stopped)
+        .await
+        .unwrap();
+    assert_eq!(
+        last,
+        RunEnd::Failed("edge store: database or disk is full".into())
+    );
+}

@@ -208,6 +208,21 @@ impl ApiError {
         ApiError::new(504, "Timeout", message)
     }
 
+    /// `Timeout: <message>` (504 Timeout) with `details.retryAfterSeconds` (left out when 0),
+    /// as `NewTimeoutError` builds it. kube-apiserver answers a write that ran out of time with
+    /// `request did not complete within requested timeout - <why>` and 0: the write may still
+    /// complete, so a client reads before it retries.
+    pub fn timeout_after(message: impl Into<String>, retry_after_seconds: u32) -> ApiError {
+        let mut details = Map::new();
+        if retry_after_seconds > 0 {
+            details.insert("retryAfterSeconds".to_owned(), retry_after_seconds.into());
+        }
+        ApiError {
+            details: Some(Value::Object(details)),
+            ..ApiError::timeout(message)
+        }
+    }
+
     /// 429 with `retryAfterSeconds`.
     pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: u32) -> ApiError {
         let details = json!({ "retryAfterSeconds": retry_after_seconds });

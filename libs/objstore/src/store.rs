@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::cache::ObjectCache;
 use crate::config::StoreConfig;
@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub(crate) hub: Hub,
     pub(crate) cache: Arc<ObjectCache>,
     pub(crate) stats: Counters,
+    /// Why the last batch did not commit, until one commits again.
+    pub(crate) write_failure: watch::Sender<Option<Arc<rusqlite::Error>>>,
 }
 
 #[derive(Default)]
@@ -85,6 +87,7 @@ impl Store {
             hub: Hub::default(),
             cache: Arc::new(ObjectCache::new(config.cache_objects)),
             stats: Counters::default(),
+            write_failure: watch::Sender::new(None),
         });
         shared.hub.start_at(meta.revision);
         let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
@@ -127,6 +130,40 @@ impl Store {
             failed_batches: c.failed_batches.load(Ordering::Relaxed),
             watchers: self.inner.shared.hub.watchers(),
         }
+    }
+
+    /// Why the store cannot write, `None` while it can: the error of the last write batch
+    /// (a full disk, an I/O error), until a batch commits again. Reads are not affected.
+    pub fn write_failure(&self) -> Option<StoreError> {
+        let failure = self.inner.shared.write_failure.borrow();
+        failure.clone().map(StoreError::StoreWrite)
+    }
+
+    /// Resolves once [`Store::write_failure`] is `Some` (at once if it is now).
+    pub async fn write_failed(&self) {
+        let mut failures = self.inner.shared.write_failure.subscribe();
+        // The sender lives in `Shared`, which this handle keeps alive: it cannot close.
+        let _ = failures.wait_for(|f| f.is_some()).await;
+    }
+
+    /// Writes and commits some 64 KiB of pages and changes nothing anyone can see (no revision,
+    /// no change, no outbox entry): tells whether the store can write again after
+    /// [`Store::write_failure`].
+    pub async fn probe(&self) -> Result<(), StoreError> {
+        self.submit(1, |batch| batch.probe()).await
+    }
+
+    /// Caps the file at `pages` pages (SQLite's `max_page_count`; never below the current
+    /// size), the way a full disk caps it; returns the cap in force.
+    #[cfg(any(test, feature = "test-util"))]
+    pub async fn set_max_page_count(&self, pages: u64) -> Result<u64, StoreError> {
+        let pragma = format!("PRAGMA max_page_count = {pages}");
+        let set = self
+            .submit(1, move |batch| {
+                batch.with_conn(|conn| conn.query_row(&pragma, [], |row| row.get::<_, i64>(0)))
+            })
+            .await?;
+        Ok(set.map_or(0, |n| n as u64))
     }
 
     /// Read-modify-write of one object inside the writer's transaction.

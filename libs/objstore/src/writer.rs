@@ -26,6 +26,9 @@ use crate::watch::{Change, EventKind};
 /// Change-log rows deleted per compaction step (one step per batch at most).
 const COMPACT_STEP: u64 = 4096;
 
+/// What a probe writes: about a batch of small objects.
+const PROBE_BYTES: i64 = 64 * 1024;
+
 /// Answers a job's caller once the batch outcome is known.
 pub(crate) type Finish = Box<dyn FnOnce(Result<(), &StoreError>) + Send>;
 
@@ -102,9 +105,29 @@ impl<'c> Batch<'c> {
         Some(seq)
     }
 
+    /// Takes [`PROBE_BYTES`] of new pages and gives them back in the same transaction: the
+    /// commit writes them, so it needs room in the file and on the disk, and changes nothing.
+    pub(crate) fn probe(&mut self) {
+        self.guard(|conn| {
+            conn.prepare_cached("INSERT INTO meta (name, value) VALUES ('probe', zeroblob(?1))")?
+                .execute([PROBE_BYTES])?;
+            conn.prepare_cached("DELETE FROM meta WHERE name = 'probe'")?
+                .execute([])
+        });
+    }
+
     /// Removes acknowledged outbox entries. `None` when the batch has failed.
     pub(crate) fn outbox_ack(&mut self, ids: &[u64]) -> Option<usize> {
         self.guard(|conn| outbox::ack(conn, ids))
+    }
+
+    /// Runs `f` on the write connection inside the batch (tests set pragmas with it).
+    #[cfg(any(test, feature = "test-util"))]
+    pub(crate) fn with_conn<R>(
+        &mut self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<R>,
+    ) -> Option<R> {
+        self.guard(f)
     }
 
     fn guard<R>(&mut self, f: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Option<R> {
@@ -309,9 +332,9 @@ impl Writer {
             Some(e) => Err(e),
             None => self.commit(meta),
         };
-        match outcome {
-            Ok(meta) => self.committed(meta, &changes, cache_updates, job_count),
-            Err(_) => self.rollback(),
+        match &outcome {
+            Ok(meta) => self.committed(*meta, &changes, cache_updates, job_count),
+            Err(e) => self.rollback(e),
         }
         let result = outcome.as_ref().map(|_| ());
         for finish in finishers {
@@ -346,6 +369,7 @@ impl Writer {
         self.meta = meta;
         self.checkpointer.poke();
         let shared = &self.shared;
+        set_write_failure(shared, None);
         shared.cache.apply(cache_updates);
         shared.compacted.store(meta.compacted, Ordering::Release);
         shared.hub.publish(changes, meta.revision, || {
@@ -359,17 +383,29 @@ impl Writer {
             .fetch_add(changes.len() as u64, Ordering::Relaxed);
     }
 
-    fn rollback(&self) {
+    fn rollback(&self, failure: &StoreError) {
         if !self.conn.is_autocommit()
             && let Err(e) = self.conn.execute_batch("ROLLBACK")
         {
             tracing::warn!(error = %e, "rolling back a failed objstore batch");
+        }
+        if let StoreError::StoreWrite(e) = failure {
+            set_write_failure(&self.shared, Some(e.clone()));
         }
         self.shared
             .stats
             .failed_batches
             .fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Records why writes fail (`None`: they succeed again).
+fn set_write_failure(shared: &Shared, failure: Option<Arc<rusqlite::Error>>) {
+    shared.write_failure.send_if_modified(|held| {
+        let flipped = held.is_some() != failure.is_some();
+        *held = failure;
+        flipped
+    });
 }
 
 /// The revision to compact up to, when the log has grown past `retention` plus some slack.
@@ -487,3 +523,6 @@ fn unindex(conn: &Connection, o: &StoredObject) -> rusqlite::Result<()> {
 fn write_error(e: rusqlite::Error) -> StoreError {
     StoreError::StoreWrite(Arc::new(e))
 }
+
+#[cfg(test)]
+mod tests;

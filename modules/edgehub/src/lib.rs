@@ -28,6 +28,9 @@ pub use error::HubError;
 pub const NAME: &str = metamanager::HUB_MODULE;
 /// Module group.
 pub const GROUP: &str = "hub";
+/// The error a waiting request gets when the link drops before the cloud's reply: the request
+/// may have been sent, so its outcome is unknown (unlike the other refusals, sent nothing).
+pub const LINK_LOST: &str = "the link to the cloud was lost before the reply came";
 
 /// Whether the edge is linked to the cloud.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -412,7 +412,7 @@ impl Session<'_> {
         for id in self.requests.drain() {
             let mut resp = Message::new()
                 .route(NAME, "", "", Operation::Error)
-                .with_content("the link to the cloud was lost before the reply came");
+                .with_content(crate::LINK_LOST);
             resp.header.parent_id = Some(id);
             let _ = self.ctx.respond(resp);
         }

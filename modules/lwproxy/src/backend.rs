@@ -7,7 +7,9 @@
 //! store and queued for the cloud in metamanager's outbox as a PUT of the whole object without
 //! a resourceVersion, so the cloud takes the latest one whenever it arrives; every other write
 //! is a 503. A status write edgehub refuses to send (the link dropped under it) is applied
-//! locally too.
+//! locally too. A write that was sent and got no answer in `forwardTimeout` (or lost its link
+//! before the answer) may still be applied in the cloud: that is a 504 `Timeout` saying so,
+//! as kube-apiserver answers, never a 503, which says nothing was done.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -43,8 +45,12 @@ pub(crate) struct Forwarder {
 enum Failure {
     /// An answer to give the client (the cloud's error, a local 409, a timeout).
     Api(ApiError),
-    /// The write was not sent (no link, no edgehub, not running).
+    /// The write was not sent (no link, no edgehub, not running, edgehub refused it): a 503,
+    /// nothing was applied.
     Unsent(String),
+    /// The write was handed to edgehub and the link dropped before the answer: it may have
+    /// been applied in the cloud.
+    Unknown(String),
 }
 
 // === impl Forwarder ===
@@ -91,7 +97,12 @@ impl Forwarder {
                 Err(Failure::Unsent(reason)) if local.is_none() => {
                     return Err(not_forwarded(req, &change, &reason));
                 }
-                Err(Failure::Unsent(reason)) => {
+                Err(Failure::Unknown(reason)) if local.is_none() => {
+                    return Err(may_still_complete(req, &change, &reason));
+                }
+                // A status write is a whole-status PUT with no resourceVersion: queuing it
+                // again is harmless even if the cloud applied the first one.
+                Err(Failure::Unsent(reason) | Failure::Unknown(reason)) => {
                     tracing::info!(resource = %req.info.plural, name = req.name, %reason, "status write not sent; applying it locally");
                 }
             }
@@ -122,15 +133,19 @@ impl Forwarder {
             .with_content(encode(&write));
         let resp = match ctx.send_sync(edgehub::NAME, msg, self.timeout).await {
             Ok(resp) => resp,
-            Err(e @ SyncError::Timeout { .. }) => {
-                let why = format!("no answer from the cloud: {e}");
-                return Err(Failure::Api(not_forwarded(req, change, &why)));
+            Err(SyncError::Timeout { timeout, .. }) => {
+                let why = format!("the cloud did not answer within {timeout:?}");
+                return Err(Failure::Api(may_still_complete(req, change, &why)));
             }
             Err(e) => return Err(Failure::Unsent(e.to_string())),
         };
         if resp.router.operation == Operation::Error {
             let why = text(&resp.content);
-            // edgehub refuses what it cannot send; an error from the cloud is an answer.
+            // edgehub refuses what it cannot send, or says the link dropped under the request;
+            // an error from the cloud is an answer.
+            if resp.router.source == edgehub::NAME && why == edgehub::LINK_LOST {
+                return Err(Failure::Unknown(why));
+            }
             if resp.router.source == edgehub::NAME {
                 return Err(Failure::Unsent(why));
             }
@@ -329,6 +344,21 @@ fn not_forwarded(req: &WriteRequest<'_>, change: &Change, why: &str) -> ApiError
         change.verb(),
         target(req),
     ))
+}
+
+/// The 504 for a write that was sent and got no answer: kube-apiserver's timeout Status
+/// (`NewTimeoutError`, no `retryAfterSeconds`), saying the write may still be applied so a
+/// client reads before it retries instead of making a duplicate.
+fn may_still_complete(req: &WriteRequest<'_>, change: &Change, why: &str) -> ApiError {
+    ApiError::timeout_after(
+        format!(
+            "request did not complete within requested timeout - {why}; the {} of {} was \
+             sent to the cloud and may still complete: read it before trying again",
+            change.verb(),
+            target(req),
+        ),
+        0,
+    )
 }
 
 /// `pods "web"`, or `a new pod` for a create.

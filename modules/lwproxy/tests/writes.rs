@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use apimachinery::ForwardedWrite;
 use axum::http::{Request, StatusCode};
 use beehive::Operation;
@@ -12,7 +14,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use support::{Node, pod};
+use support::{Answering, Edge, Node, pod};
 
 /// The local revision lwproxy serves for a pod.
 async fn local_rv(pods: &Api<Pod>, name: &str) -> String {
@@ -227,5 +229,44 @@ async fn when_edgehub_cannot_send_a_status_write_is_applied_locally_and_others_a
     let e = api_error(refused.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (503, "ServiceUnavailable"));
     assert!(e.message.contains("edgehub has no link"), "{}", e.message);
+    edge.stop().await;
+}
+
+/// A create whose answer never comes: the cloud may still apply it, so the client gets
+/// kube-apiserver's 504 `Timeout` saying so, not a 503 that invites a duplicate.
+#[tokio::test]
+async fn a_write_sent_without_an_answer_in_time_is_a_504_saying_it_may_still_complete() {
+    let node = Node::new();
+    let config = lwproxy::Config {
+        forward_timeout: Duration::from_millis(300),
+        ..Edge::config()
+    };
+    let edge = node.start_with(true, config).await;
+    edge.answer(Answering::Never);
+    let pods: Api<Pod> = Api::namespaced(edge.client(), "default");
+    let new: Pod = serde_json::from_value(pod("q", "n1", "")).expect("a pod");
+    let e = api_error(pods.create(&PostParams::default(), &new).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (504, "Timeout"));
+    assert!(
+        e.message.starts_with(
+            "Timeout: request did not complete within requested timeout - the cloud did not \
+             answer within 300ms"
+        ),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains("may still complete"), "{}", e.message);
+    assert_eq!(edge.received().len(), 1, "the create was sent");
+
+    edge.answer(Answering::LinkLost);
+    let e = api_error(pods.create(&PostParams::default(), &new).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (504, "Timeout"));
+    assert!(e.message.contains(edgehub::LINK_LOST), "{}", e.message);
+    assert!(e.message.contains("may still complete"), "{}", e.message);
+
+    edge.go_offline();
+    let e = api_error(pods.create(&PostParams::default(), &new).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (503, "ServiceUnavailable"));
+    assert_eq!(edge.received().len(), 2, "offline, nothing is sent");
     edge.stop().await;
 }

@@ -16,6 +16,7 @@ pub mod object;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use beehive::ErrorChain;
 use objstore::{Digest, InventoryFilter, Mutation, ObjKey, Store, StoredObject};
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -53,6 +54,15 @@ impl Handle {
     /// The store (reads and watches; writes belong to metamanager).
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// `Ok` while the edge store takes writes, else why not (for `/readyz`): the error of
+    /// the last write, with its causes, until metamanager's retry or probe commits again.
+    pub fn ready(&self) -> Result<(), String> {
+        match self.store.write_failure() {
+            None => Ok(()),
+            Some(e) => Err(format!("edge store cannot write: {}", ErrorChain(&e))),
+        }
     }
 
     /// Resolves when something was added to the outbox since the last call.

@@ -3,7 +3,11 @@
 
 use std::convert::Infallible;
 
-use beehive::{Context, Mailbox, Message, Module, ModuleError, Operation, RestartPolicy};
+use std::time::Duration;
+
+use beehive::{
+    Context, ErrorChain, Mailbox, Message, Module, ModuleError, Operation, RestartPolicy,
+};
 use bytes::Bytes;
 use objstore::{ListOptions, Mutation, StoredObject};
 use serde::Deserialize;
@@ -23,6 +27,12 @@ pub struct MetaManager {
 type Decide =
     Box<dyn FnOnce(Option<&StoredObject>, u64) -> Result<(Mutation, Outcome), Infallible> + Send>;
 
+/// The wait before trying held writes (or a probe) again: doubles from [`Backoff::FIRST`] up to
+/// [`Backoff::MAX`], so writes resume within a second of the disk having room again.
+struct Backoff {
+    current: Duration,
+}
+
 /// Selectors a list query may carry as JSON content (equality only).
 #[derive(Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -38,11 +48,13 @@ impl MetaManager {
         MetaManager { config, handle }
     }
 
-    async fn handle_batch(&self, ctx: &Context, batch: Vec<Message>) -> Result<(), MetaError> {
+    /// Applies a batch: downstream writes first (in one transaction), then local messages.
+    /// Returns the downstream writes the store could not commit, still unanswered.
+    async fn handle_batch(&self, ctx: &Context, batch: Vec<Message>) -> Vec<Message> {
         let (downstream, local): (Vec<_>, Vec<_>) = batch
             .into_iter()
             .partition(|m| m.router.source == HUB_MODULE && is_write(m.operation()));
-        self.apply_downstream(ctx, downstream).await?;
+        let held = self.apply_downstream(ctx, downstream).await;
         for msg in local {
             let reply = match msg.operation() {
                 Operation::Query | Operation::Get | Operation::List => self.query(&msg).await,
@@ -51,11 +63,12 @@ impl MetaManager {
             };
             answer(ctx, &msg, reply).await;
         }
-        Ok(())
+        held
     }
 
-    /// Applies downstream writes in one transaction; acks each only after the commit.
-    async fn apply_downstream(&self, ctx: &Context, msgs: Vec<Message>) -> Result<(), MetaError> {
+    /// Applies downstream writes in one transaction; acks each only after the commit. When the
+    /// store cannot write, nothing is answered and the messages come back to be tried again.
+    async fn apply_downstream(&self, ctx: &Context, msgs: Vec<Message>) -> Vec<Message> {
         let mut items: Vec<(objstore::ObjKey, Decide)> = Vec::with_capacity(msgs.len());
         let mut applied = Vec::with_capacity(msgs.len());
         for msg in msgs {
@@ -71,15 +84,31 @@ impl MetaManager {
             }
         }
         if items.is_empty() {
-            return Ok(());
+            return Vec::new();
         }
-        let results = self.handle.store().mutate_many(items).await?;
+        let results = match self.handle.store().mutate_many(items).await {
+            Ok(results) => results,
+            Err(e) => {
+                tracing::debug!(module = NAME, messages = applied.len(), error = %ErrorChain(&e), "downstream batch not committed");
+                return applied;
+            }
+        };
         for (msg, result) in applied.iter().zip(results) {
             let Ok(done) = result;
             tracing::debug!(msg_id = %msg.id(), resource = msg.resource(), outcome = ?done.output, "applied");
             answer(ctx, msg, Ok(Bytes::new())).await;
         }
-        Ok(())
+        Vec::new()
+    }
+
+    /// Tries the held writes again, or probes the store when nothing is held; answers
+    /// whether the store writes again.
+    async fn retry(&self, ctx: &Context, held: &mut Vec<Message>) -> bool {
+        if held.is_empty() {
+            return self.handle.store().probe().await.is_ok();
+        }
+        *held = self.apply_downstream(ctx, std::mem::take(held)).await;
+        held.is_empty()
     }
 
     async fn query(&self, msg: &Message) -> Result<Bytes, MetaError> {
@@ -115,6 +144,14 @@ impl MetaManager {
         Ok(json_array(list.items.iter().map(|o| &o.value[..])))
     }
 
+    /// Logs why the store cannot write, once per failed batch taken from the mailbox.
+    fn report_failure(&self, held: usize) {
+        let Some(e) = self.handle.store().write_failure() else {
+            return;
+        };
+        tracing::warn!(module = NAME, error = %ErrorChain(&e), held, "edge store cannot write; downstream messages held unacknowledged and retried");
+    }
+
     /// Queues a local write for the cloud, coalesced with an unsent one for the same target.
     async fn enqueue_upstream(&self, msg: &Message) -> Result<Bytes, MetaError> {
         Target::parse(msg.resource())?;
@@ -129,6 +166,33 @@ impl MetaManager {
             .await?;
         self.handle.notify_outbox();
         Ok(Bytes::new())
+    }
+}
+
+// === impl Backoff ===
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(50);
+    const MAX: Duration = Duration::from_secs(1);
+
+    fn current(&self) -> Duration {
+        self.current
+    }
+
+    fn grow(&mut self) {
+        self.current = (self.current * 2).min(Self::MAX);
+    }
+
+    fn reset(&mut self) {
+        self.current = Self::FIRST;
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            current: Self::FIRST,
+        }
     }
 }
 
@@ -160,17 +224,37 @@ impl Module for MetaManager {
         tokio::pin!(cancelled);
         let max = self.config.max_batch.max(1);
         let mut batch = Vec::with_capacity(max);
+        // Downstream writes the store could not commit yet, in arrival order. They are never
+        // dropped (their seqs would stay unacked for the session) and never answered before
+        // they commit; later messages wait behind them so per-object order holds.
+        let mut held: Vec<Message> = Vec::new();
+        let mut retry = Backoff::default();
         loop {
-            let n = tokio::select! {
+            let failing = !held.is_empty() || self.handle.store().write_failure().is_some();
+            let pause = retry.current();
+            tokio::select! {
                 biased;
                 _ = &mut cancelled => return Ok(()),
-                n = mailbox.recv_many(&mut batch, max) => n,
-            };
-            if n == 0 {
-                return Ok(());
+                _ = tokio::time::sleep(pause), if failing => {
+                    if self.retry(&ctx, &mut held).await {
+                        retry.reset();
+                        tracing::info!(module = NAME, "edge store writes again");
+                    } else {
+                        retry.grow();
+                    }
+                }
+                // Another writer (lwproxy, edgehub) hit the failure: start probing.
+                _ = self.handle.store().write_failed(), if !failing => {}
+                n = mailbox.recv_many(&mut batch, max), if held.is_empty() => {
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    held = self.handle_batch(&ctx, std::mem::take(&mut batch)).await;
+                    if !held.is_empty() {
+                        self.report_failure(held.len());
+                    }
+                }
             }
-            // A store failure ends this run unacked; the cloud resends what was not acked.
-            self.handle_batch(&ctx, std::mem::take(&mut batch)).await?;
         }
     }
 }

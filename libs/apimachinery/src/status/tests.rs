@@ -178,3 +178,22 @@ fn patch_errors_become_statuses() {
 fn names_are_quoted_like_go() {
     assert_eq!(go_quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
 }
+
+#[test]
+fn a_timeout_after_has_the_shape_of_new_timeout_error() {
+    let status =
+        ApiError::timeout_after("request did not complete within requested timeout", 0).to_status();
+    assert_eq!(status["code"], 504);
+    assert_eq!(status["reason"], "Timeout");
+    assert_eq!(
+        status["message"],
+        "Timeout: request did not complete within requested timeout"
+    );
+    assert_eq!(
+        status["details"],
+        json!({}),
+        "retryAfterSeconds 0 is left out"
+    );
+    let status = ApiError::timeout_after("slow", 2).to_status();
+    assert_eq!(status["details"], json!({ "retryAfterSeconds": 2 }));
+}

@@ -41,13 +41,28 @@ pub struct Edge {
     pub received: Arc<Mutex<Vec<Received>>>,
     /// While set, the stand-in answers like edgehub that lost its link (an `error` response).
     pub refusing: Arc<AtomicBool>,
+    /// What the stand-in does with the writes it takes.
+    pub answering: Arc<Mutex<Answering>>,
     running: Running,
+}
+
+/// How the stand-in cloud answers the writes it takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Answering {
+    /// With [`cloud_answer`].
+    #[default]
+    Normally,
+    /// Not at all: the write is taken (and recorded) and the answer never comes.
+    Never,
+    /// The link drops after the write was sent: edgehub's [`edgehub::LINK_LOST`] error.
+    LinkLost,
 }
 
 /// Stands in for edgehub and the cloud behind it.
 struct Cloud {
     received: Arc<Mutex<Vec<Received>>>,
     refusing: Arc<AtomicBool>,
+    answering: Arc<Mutex<Answering>>,
 }
 
 // === impl Node ===
@@ -103,12 +118,14 @@ impl Edge {
             .expect("lwproxy binds");
         let received = Arc::default();
         let refusing = Arc::default();
+        let answering = Arc::default();
         let mut runtime = Runtime::new();
         runtime.register(MetaManager::new(metamanager::Config::default(), meta));
         runtime.register(proxy);
         runtime.register(Cloud {
             received: Arc::clone(&received),
             refusing: Arc::clone(&refusing),
+            answering: Arc::clone(&answering),
         });
         let running = runtime
             .start(CancellationToken::new())
@@ -119,6 +136,7 @@ impl Edge {
             link,
             received,
             refusing,
+            answering,
             running,
         }
     }
@@ -139,6 +157,11 @@ impl Edge {
     /// The link still counts as up, but edgehub refuses to send (it just dropped).
     pub fn refuse_to_send(&self) {
         self.refusing.store(true, Ordering::Relaxed);
+    }
+
+    /// From now on the stand-in cloud answers writes this way.
+    pub fn answer(&self, how: Answering) {
+        *self.answering.lock().expect("not poisoned") = how;
     }
 
     /// A kube client for lwproxy. It does not retry: kube-rs would retry an offline 503 for
@@ -284,12 +307,18 @@ impl Module for Cloud {
             let write: ForwardedWrite =
                 serde_json::from_slice(&msg.content).expect("a forwarded write");
             let content = serde_json::to_vec(&cloud_answer(&write)).expect("JSON");
-            let resp = msg.response(edgehub::NAME, content);
+            let resp = match *self.answering.lock().expect("not poisoned") {
+                Answering::Normally => Some(msg.response(edgehub::NAME, content)),
+                Answering::Never => None,
+                Answering::LinkLost => Some(msg.error_response(edgehub::NAME, edgehub::LINK_LOST)),
+            };
             self.received
                 .lock()
                 .expect("not poisoned")
                 .push(Received { msg, write });
-            let _ = ctx.respond(resp);
+            if let Some(resp) = resp {
+                let _ = ctx.respond(resp);
+            }
         }
     }
 }

@@ -288,3 +288,78 @@ async fn local_writes_go_to_the_outbox_coalesced_by_target() {
         "local writes are not applied as cloud state"
     );
 }
+
+/// A pod of about 8 KiB, so a few of them need new pages in the file.
+fn big_pod(name: &str, rv: &str) -> Message {
+    let mut msg = pod(name, &format!("uid-{name}"), rv, "n1");
+    let mut obj: Value = serde_json::from_slice(&msg.content).unwrap();
+    obj["metadata"]["annotations"] = json!({ "filler": "x".repeat(8 * 1024) });
+    msg.content = serde_json::to_vec(&obj).unwrap().into();
+    msg
+}
+
+#[tokio::test]
+async fn writes_the_store_cannot_take_are_held_unacked_and_applied_once_there_is_room() {
+    let mut edge = edge();
+    let handle = Handle::new(edge.store.clone());
+    edge.send(pod("first", "u0", "1", "n1")).await;
+    assert_eq!(edge.next_ack().await.router.operation, Operation::Response);
+    // The file may not grow: exactly what a full disk does to SQLite (SQLITE_FULL).
+    edge.store.set_max_page_count(1).await.unwrap();
+    let names: Vec<String> = (0..20).map(|i| format!("big-{i}")).collect();
+    for name in &names {
+        edge.send(big_pod(name, "10")).await;
+    }
+    testkit::eventually(
+        "the store reports it cannot write",
+        Duration::from_secs(5),
+        || async { handle.ready().is_err() },
+    )
+    .await;
+    let reason = handle.ready().unwrap_err();
+    assert!(
+        reason.starts_with("edge store cannot write: ") && reason.contains("full"),
+        "{reason}"
+    );
+    // Whatever was acked so far is on disk; what is not on disk was not acked.
+    let mut acked = std::collections::BTreeSet::new();
+    while let Ok(ack) = edge.acks.try_recv() {
+        assert_eq!(ack.router.operation, Operation::Response);
+        acked.insert(ack.parent_id().unwrap());
+    }
+    let on_disk = held_names(&edge, &names).await;
+    assert!(on_disk.len() < names.len(), "the cap stopped some writes");
+    assert!(
+        acked.len() <= on_disk.len(),
+        "{acked:?} acked, {on_disk:?} stored"
+    );
+
+    edge.store.set_max_page_count(1 << 30).await.unwrap();
+    // Within a few seconds, with no restart and nothing resent: every write is applied and
+    // acked once, and the store is ready again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while acked.len() < names.len() {
+        let ack = tokio::time::timeout_at(deadline, edge.acks.recv())
+            .await
+            .expect("every held write acked within 3 s of the disk having room")
+            .unwrap();
+        assert_eq!(ack.router.operation, Operation::Response);
+        assert!(acked.insert(ack.parent_id().unwrap()), "acked twice");
+    }
+    assert_eq!(held_names(&edge, &names).await.len(), names.len());
+    assert_eq!(handle.ready(), Ok(()));
+    assert!(matches!(
+        edge.running.state(NAME),
+        Some(beehive::ModuleState::Running { starts: 1 })
+    ));
+}
+
+async fn held_names(edge: &Edge, names: &[String]) -> Vec<String> {
+    let mut held = Vec::new();
+    for name in names {
+        if edge.held(name).await.is_some() {
+            held.push(name.clone());
+        }
+    }
+    held
+}

@@ -1,0 +1,74 @@
+//! The writer after a failed batch: a full file (SQLite's `max_page_count`, which fails a write
+//! with `SQLITE_FULL` exactly as a full disk does) and what happens once there is room again.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+
+use crate::{Mutation, NewObject, ObjKey, Store, StoreConfig, StoreError};
+
+fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("store.db"), StoreConfig::default()).unwrap();
+    (dir, store)
+}
+
+fn key(i: usize) -> ObjKey {
+    ObjKey::new("pods", "default", format!("p{i}"))
+}
+
+/// An object of about 8 KiB, so a few of them need new pages.
+fn object(i: usize) -> NewObject {
+    NewObject {
+        uid: format!("u{i}"),
+        resource_version: i.to_string(),
+        labels: Default::default(),
+        fields: Default::default(),
+        value: Bytes::from(vec![b'x'; 8 * 1024]),
+    }
+}
+
+/// Puts objects from `from` on until one fails; returns the index that failed.
+async fn fill(store: &Store, from: usize) -> (usize, StoreError) {
+    for i in from..from + 10_000 {
+        if let Err(e) = store.put(key(i), object(i)).await {
+            return (i, e);
+        }
+    }
+    panic!("10,000 objects fit under the page cap");
+}
+
+#[tokio::test]
+async fn a_full_file_fails_writes_and_the_writer_takes_them_again_once_there_is_room() {
+    let (_dir, store) = store();
+    store.put(key(0), object(0)).await.unwrap();
+    store.set_max_page_count(1).await.unwrap();
+    let (failed, error) = fill(&store, 1).await;
+    let chain = format!("{error}: {}", std::error::Error::source(&error).unwrap());
+    assert!(chain.contains("full"), "{chain}");
+    let revision = store.revision();
+    assert!(
+        store.write_failure().is_some(),
+        "the failure is reported until a batch commits"
+    );
+    assert!(store.probe().await.is_err(), "a probe cannot write either");
+    assert_eq!(
+        store.get(&key(failed)).await.unwrap(),
+        None,
+        "nothing of it"
+    );
+
+    store.set_max_page_count(1 << 30).await.unwrap();
+    store.probe().await.unwrap();
+    assert!(store.write_failure().is_none());
+    assert_eq!(store.revision(), revision, "a probe changes nothing");
+    let stored = store.put(key(failed), object(failed)).await.unwrap();
+    assert_eq!(stored.revision, revision + 1, "no revision was used up");
+    let kept = store
+        .mutate(key(0), |cur, _| {
+            Ok::<_, Infallible>((Mutation::Keep, cur.map(|c| c.resource_version.clone())))
+        })
+        .await
+        .unwrap();
+    assert_eq!(kept.unwrap().output.as_deref(), Some("0"));
+}
