@@ -49,12 +49,23 @@ impl MetaManager {
     }
 
     /// Applies a batch: downstream writes first (in one transaction), then local messages.
-    /// Returns the downstream writes the store could not commit, still unanswered.
-    async fn handle_batch(&self, ctx: &Context, batch: Vec<Message>) -> Vec<Message> {
+    /// Returns the downstream writes the store could not commit, still unanswered. While
+    /// writes are held (`holding`) from an earlier batch, this batch's downstream writes queue behind them
+    /// (order per object holds) and only its local messages are answered: reads go on while
+    /// the disk is full.
+    async fn handle_batch(
+        &self,
+        ctx: &Context,
+        batch: Vec<Message>,
+        holding: bool,
+    ) -> Vec<Message> {
         let (downstream, local): (Vec<_>, Vec<_>) = batch
             .into_iter()
             .partition(|m| m.router.source == HUB_MODULE && is_write(m.operation()));
-        let held = self.apply_downstream(ctx, downstream).await;
+        let held = match holding {
+            false => self.apply_downstream(ctx, downstream).await,
+            true => downstream,
+        };
         for msg in local {
             let reply = match msg.operation() {
                 Operation::Query | Operation::Get | Operation::List => self.query(&msg).await,
@@ -226,7 +237,8 @@ impl Module for MetaManager {
         let mut batch = Vec::with_capacity(max);
         // Downstream writes the store could not commit yet, in arrival order. They are never
         // dropped (their seqs would stay unacked for the session) and never answered before
-        // they commit; later messages wait behind them so per-object order holds.
+        // they commit; later downstream writes queue behind them so per-object order holds,
+        // while local reads are still answered.
         let mut held: Vec<Message> = Vec::new();
         let mut retry = Backoff::default();
         loop {
@@ -245,12 +257,16 @@ impl Module for MetaManager {
                 }
                 // Another writer (lwproxy, edgehub) hit the failure: start probing.
                 _ = self.handle.store().write_failed(), if !failing => {}
-                n = mailbox.recv_many(&mut batch, max), if held.is_empty() => {
+                n = mailbox.recv_many(&mut batch, max) => {
                     if n == 0 {
                         return Ok(());
                     }
-                    held = self.handle_batch(&ctx, std::mem::take(&mut batch)).await;
-                    if !held.is_empty() {
+                    let was_held = !held.is_empty();
+                    let more = self
+                        .handle_batch(&ctx, std::mem::take(&mut batch), was_held)
+                        .await;
+                    held.extend(more);
+                    if !was_held && !held.is_empty() {
                         self.report_failure(held.len());
                     }
                 }

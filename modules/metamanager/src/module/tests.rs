@@ -333,6 +333,18 @@ async fn writes_the_store_cannot_take_are_held_unacked_and_applied_once_there_is
         acked.len() <= on_disk.len(),
         "{acked:?} acked, {on_disk:?} stored"
     );
+    // Reads are still answered while writes are held.
+    let query = Message::new()
+        .route("edged", GROUP, "default/pods/first", Operation::Query)
+        .with_content("");
+    let resp = edge
+        .running
+        .context()
+        .send_sync(NAME, query, Duration::from_secs(2))
+        .await
+        .expect("a read answered while the disk is full");
+    let item: Value = serde_json::from_slice(&resp.content).unwrap();
+    assert_eq!(item["metadata"]["name"], "first");
 
     edge.store.set_max_page_count(1 << 30).await.unwrap();
     // Within a few seconds, with no restart and nothing resent: every write is applied and
