@@ -248,3 +248,40 @@ async fn kube_with_token(cloud: &e2e::Cloud, token: &str) -> kube::Client {
     config.auth_info.token = Some(token.to_owned().into());
     kube::Client::try_from(config).unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_certificate_creates_only_mirror_pods_that_reference_nothing() {
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let admin = cloud.kube().await;
+    two_nodes(&admin).await;
+    let pods: Api<Pod> = Api::namespaced(cloud.kube_as_node("n1").await, "other");
+    let mirror = |name: &str, volumes: serde_json::Value| -> Pod {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": {"kubernetes.io/config.mirror": "x"}},
+            "spec": {"nodeName": "n1", "volumes": volumes,
+                     "containers": [{"name": "c", "image": "busybox"}]},
+        }))
+        .unwrap()
+    };
+    let stealing = mirror(
+        "steal",
+        json!([{"name": "s", "secret": {"secretName": "hidden"}}]),
+    );
+    let refused = refusal(pods.create(&PostParams::default(), &stealing).await);
+    assert_eq!(
+        (refused.code, refused.message.as_str()),
+        (
+            403,
+            "pods \"steal\" is forbidden: node \"n1\" can not create pods that reference secrets"
+        )
+    );
+    let plain = mirror("static-web", json!([{"name": "tmp", "emptyDir": {}}]));
+    pods.create(&PostParams::default(), &plain).await.unwrap();
+    // Its own mirror pod is bound to it, so the node reads it back; the secret stays hidden.
+    pods.get("static-web").await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(cloud.kube_as_node("n1").await, "other");
+    assert_eq!(code_of(secrets.get("hidden").await), 403);
+    cloud.stop().await;
+}
