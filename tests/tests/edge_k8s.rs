@@ -900,3 +900,74 @@ async fn a_node_gets_service_account_tokens_for_its_own_pods_through_lwproxy() {
     site.edge.stop().await;
     site.cloud.stop().await;
 }
+
+/// A mirror pod (a static pod's copy) bound to `edge-1` in `namespace`, with `spec` merged in.
+fn mirror_pod(name: &str, namespace: &str, spec: serde_json::Value) -> Pod {
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace,
+                     "annotations": {"kubernetes.io/config.mirror": "static"}},
+        "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "busybox"}]},
+    });
+    for (k, v) in spec.as_object().unwrap() {
+        pod["spec"][k] = v.clone();
+    }
+    serde_json::from_value(pod).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_pod_cannot_carry_a_secret_of_another_namespace_to_the_edge() {
+    let site = site().await;
+    let admin = site.cloud.kube().await;
+    eventually("the edge holds its Node", WAIT, || async {
+        held_rv(&site.edge, "nodes//edge-1").await.is_some()
+    })
+    .await;
+    let vault: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "vault"}, "stringData": {"k": "v"}}))
+            .unwrap();
+    Api::<Secret>::namespaced(admin.clone(), "kube-system")
+        .create(&PostParams::default(), &vault)
+        .await
+        .unwrap();
+
+    // The attack: through lwproxy, a mirror pod bound to the node that mounts the secret.
+    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&site.edge), "kube-system");
+    let stealing = mirror_pod(
+        "steal",
+        "kube-system",
+        json!({"volumes": [{"name": "s", "secret": {"secretName": "vault"}}]}),
+    );
+    let refused = at_edge.create(&PostParams::default(), &stealing).await;
+    let Err(kube::Error::Api(status)) = refused else {
+        panic!("the mirror pod was not refused: {refused:?}");
+    };
+    assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        status.message,
+        "pods \"steal\" is forbidden: node \"edge-1\" can not create pods that reference secrets"
+    );
+    let cloud_pods: Api<Pod> = Api::namespaced(admin, "kube-system");
+    assert!(cloud_pods.get_opt("steal").await.unwrap().is_none());
+
+    // A mirror pod that references nothing is still accepted, and reaches the edge; the
+    // secret never did.
+    let plain = mirror_pod("static-web", "kube-system", json!({}));
+    at_edge
+        .create(&PostParams::default(), &plain)
+        .await
+        .unwrap();
+    eventually("the plain mirror pod is at the edge", WAIT, || async {
+        held_rv(&site.edge, "pods/kube-system/static-web")
+            .await
+            .is_some()
+    })
+    .await;
+    let held = site.edge.held().await;
+    assert!(
+        !held.contains_key("secrets/kube-system/vault"),
+        "the secret reached the edge: {held:?}"
+    );
+    site.edge.stop().await;
+    site.cloud.stop().await;
+}

@@ -1,7 +1,7 @@
 //! apimachinery: the Kubernetes API semantics both REST endpoints (the embedded control plane
 //! and the edge's lwproxy) share, as pure functions with no I/O: which resources exist and how
 //! they are named ([`catalog`]), label and field selectors ([`selector`]), the fields an object
-//! is selected by ([`fields`]), the three patch types ([`patch`]), `kubectl get` tables
+//! is selected by ([`fields`]), the three patch types ([`patch`]), what a pod references ([`podrefs`]), `kubectl get` tables
 //! ([`table`]) and `Status` errors ([`status`]).
 //!
 //! CONTRACT NOTE: the public signatures in this crate are a contract other crates are written
@@ -15,6 +15,7 @@ pub mod forward;
 pub mod noderules;
 pub mod object;
 pub mod patch;
+pub mod podrefs;
 pub mod selector;
 pub mod status;
 pub mod table;

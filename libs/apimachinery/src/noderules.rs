@@ -2,12 +2,20 @@
 //! admission, for both places that enforce them (the embedded control plane, for kubelets
 //! holding node certificates, and edgecontroller, for writes edge nodes forward). A node may
 //! register and update its own Node and its status, create and renew its own Lease in
-//! `kube-node-lease`, manage its own CSINode, create mirror pods bound to itself, update the
+//! `kube-node-lease`, manage its own CSINode, create mirror pods bound to itself that reference no other object, update the
 //! status of and delete pods bound to it, ask for service-account tokens bound to pods bound to
 //! it, and create or update events. Nothing else.
+//!
+//! What a node (and anyone else short of an administrator) may read is [`NodeRead`]'s and
+//! [`Read`]'s to say.
 
 use serde_json::Value;
 
+mod read;
+
+pub use read::{NodeRead, Read, ReadRule};
+
+use crate::podrefs::{self, PodRef};
 use crate::status::ApiError;
 
 /// The namespace of node leases.
@@ -70,11 +78,9 @@ impl<'a> NodeWrite<'a> {
                     false => self.deny(&format!("node {node:?} can only modify its own CSINode")),
                 }
             }
-            ("", "pods", None) if verb == "create" => match self.is_own_mirror_pod() {
-                true => NodeRule::Allowed,
-                false => self.deny(&format!(
-                    "node {node:?} can only create mirror pods bound to itself"
-                )),
+            ("", "pods", None) if verb == "create" => match self.mirror_pod_refusal() {
+                None => NodeRule::Allowed,
+                Some(why) => NodeRule::Denied(ApiError::forbidden("", "pods", name, &why)),
             },
             ("", "pods", Some("status")) if matches!(verb, "update" | "patch") => {
                 NodeRule::IfPodBound
@@ -135,15 +141,61 @@ impl<'a> NodeWrite<'a> {
         (self.group, self.resource, self.subresource) == ("", "serviceaccounts", Some("token"))
     }
 
-    fn is_own_mirror_pod(&self) -> bool {
-        let Some(body) = self.body else {
-            return false;
+    /// Why NodeRestriction admission refuses this pod create, if it does: a node creates only
+    /// mirror pods, bound to itself, owned by nothing but its own Node, that reference no other
+    /// API object (service accounts and their tokens, secrets, configmaps, claims, trust
+    /// bundles), so a pod cannot be used to read what the node may not. The node's UID in an
+    /// owner reference is not checked (that needs a lookup).
+    fn mirror_pod_refusal(&self) -> Option<String> {
+        let node = self.node;
+        let Some(pod) = self.body else {
+            return Some(format!("node {node:?} can only create mirror pods"));
         };
-        let bound = body["spec"]["nodeName"].as_str() == Some(self.node);
-        bound
-            && body["metadata"]["annotations"]
-                .get(MIRROR_ANNOTATION)
-                .is_some()
+        if pod["metadata"]["annotations"]
+            .get(MIRROR_ANNOTATION)
+            .is_none()
+        {
+            return Some(format!(
+                "pod does not have \"{MIRROR_ANNOTATION}\" annotation, node {node:?} can only create mirror pods"
+            ));
+        }
+        if pod["spec"]["nodeName"].as_str() != Some(node) {
+            return Some(format!(
+                "node {node:?} can only create pods with spec.nodeName set to itself"
+            ));
+        }
+        self.owner_refusal(pod)
+            .or_else(|| mirror_reference(pod).map(|what| format!("node {node:?} {what}")))
+    }
+
+    /// A mirror pod may have one owner reference: a controller reference to the node's own Node.
+    fn owner_refusal(&self, pod: &Value) -> Option<String> {
+        let node = self.node;
+        let owners = pod["metadata"]["ownerReferences"].as_array()?;
+        let [owner] = owners.as_slice() else {
+            return (!owners.is_empty()).then(|| {
+                format!(
+                    "node {node:?} can only create pods with a single owner reference set to itself"
+                )
+            });
+        };
+        let field = |key: &str| owner[key].as_str().unwrap_or("");
+        if field("apiVersion") != "v1" || field("kind") != "Node" || field("name") != node {
+            return Some(format!(
+                "node {node:?} can only create pods with an owner reference set to itself"
+            ));
+        }
+        if owner["controller"].as_bool() != Some(true) {
+            return Some(format!(
+                "node {node:?} can only create pods with a controller owner reference set to itself"
+            ));
+        }
+        if owner["blockOwnerDeletion"].as_bool() == Some(true) {
+            return Some(format!(
+                "node {node:?} must not set blockOwnerDeletion on an owner reference"
+            ));
+        }
+        None
     }
 
     fn deny(&self, why: &str) -> NodeRule {
@@ -163,6 +215,26 @@ impl<'a> NodeWrite<'a> {
         );
         ApiError::forbidden(self.group, self.resource, self.name, &message)
     }
+}
+
+/// The first kind of API object `pod` references, as NodeRestriction words its refusal
+/// (`can not create pods that reference secrets`).
+fn mirror_reference(pod: &Value) -> Option<&'static str> {
+    let mut first = None;
+    podrefs::walk(pod, &mut |kind, _| {
+        first.get_or_insert(kind);
+    });
+    Some(match first? {
+        PodRef::ServiceAccount => "can not create pods that reference a service account",
+        PodRef::ServiceAccountToken => "can not create pods that use service account tokens",
+        PodRef::Secret => "can not create pods that reference secrets",
+        PodRef::ConfigMap => "can not create pods that reference configmaps",
+        PodRef::PersistentVolumeClaim => {
+            "can not create pods that reference persistentvolumeclaims"
+        }
+        PodRef::ResourceClaim => "can not create pods that reference resourceclaims",
+        PodRef::ClusterTrustBundle => "can not create pods that use clustertrustbundles",
+    })
 }
 
 #[cfg(test)]
@@ -313,6 +385,157 @@ mod tests {
             ..token_request(Some(&to_pod))
         };
         assert_eq!(denied(update).code, 403);
+    }
+
+    fn mirror_create(pod: &Value) -> NodeRule {
+        let mut create = write("create", "", "pods", "d", "m");
+        create.body = Some(pod);
+        create.rule()
+    }
+
+    fn mirror(spec: Value) -> Value {
+        json!({"metadata": {"name": "m", "annotations": {MIRROR_ANNOTATION: "h"}},
+               "spec": spec})
+    }
+
+    fn mirror_refusal(pod: &Value) -> String {
+        match mirror_create(pod) {
+            NodeRule::Denied(e) => {
+                assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+                e.message
+            }
+            other => panic!("{pod} was not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_mirror_pod_that_references_an_object_is_refused_naming_what() {
+        let cases = [
+            (
+                json!({"serviceAccountName": "sa"}),
+                "reference a service account",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}]}),
+                "use service account tokens",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "secret": {"secretName": "s"}}]}),
+                "reference secrets",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "projected": {"sources": [{"secret": {"name": "s"}}]}}]}),
+                "reference secrets",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "csi": {"driver": "d", "nodePublishSecretRef": {"name": "s"}}}]}),
+                "reference secrets",
+            ),
+            (
+                json!({"imagePullSecrets": [{"name": "s"}]}),
+                "reference secrets",
+            ),
+            (
+                json!({"containers": [{"env": [{"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]}),
+                "reference secrets",
+            ),
+            (
+                json!({"containers": [{"envFrom": [{"secretRef": {"name": "s"}}]}]}),
+                "reference secrets",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "configMap": {"name": "c"}}]}),
+                "reference configmaps",
+            ),
+            (
+                json!({"initContainers": [{"envFrom": [{"configMapRef": {"name": "c"}}]}]}),
+                "reference configmaps",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]}),
+                "reference persistentvolumeclaims",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": {}}}]}),
+                "reference persistentvolumeclaims",
+            ),
+            (
+                json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}),
+                "reference resourceclaims",
+            ),
+            (
+                json!({"volumes": [{"name": "v", "projected": {"sources": [{"clusterTrustBundle": {"name": "b", "path": "p"}}]}}]}),
+                "use clustertrustbundles",
+            ),
+        ];
+        for (mut spec, what) in cases {
+            spec["nodeName"] = json!("n1");
+            let message = mirror_refusal(&mirror(spec));
+            assert_eq!(
+                message,
+                format!("pods \"m\" is forbidden: node \"n1\" can not create pods that {what}")
+            );
+        }
+    }
+
+    #[test]
+    fn a_mirror_pod_is_owned_by_its_own_node_or_by_nothing() {
+        let owned = |owners: Value| {
+            let mut pod =
+                mirror(json!({"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}));
+            pod["metadata"]["ownerReferences"] = owners;
+            pod
+        };
+        let own = json!({"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u", "controller": true});
+        assert_eq!(
+            mirror_create(&owned(json!([own.clone()]))),
+            NodeRule::Allowed
+        );
+        assert_eq!(mirror_create(&owned(json!([]))), NodeRule::Allowed);
+        let other_node = json!({"apiVersion": "v1", "kind": "Node", "name": "n2", "uid": "u", "controller": true});
+        let replicaset = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "n1", "uid": "u", "controller": true});
+        let not_controller = json!({"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u"});
+        let mut blocking = own.clone();
+        blocking["blockOwnerDeletion"] = json!(true);
+        for (owners, why) in [
+            (
+                json!([own.clone(), own.clone()]),
+                "with a single owner reference set to itself",
+            ),
+            (json!([other_node]), "with an owner reference set to itself"),
+            (json!([replicaset]), "with an owner reference set to itself"),
+            (
+                json!([not_controller]),
+                "with a controller owner reference set to itself",
+            ),
+        ] {
+            let message = mirror_refusal(&owned(owners));
+            assert!(
+                message.ends_with(&format!("can only create pods {why}")),
+                "{message}"
+            );
+        }
+        let message = mirror_refusal(&owned(json!([blocking])));
+        assert!(
+            message.contains("must not set blockOwnerDeletion"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_plain_mirror_pod_bound_to_the_node_is_allowed_and_any_other_pod_refused() {
+        let plain = mirror(
+            json!({"nodeName": "n1", "containers": [{"name": "c", "image": "i",
+            "env": [{"name": "A", "value": "1"}]}], "volumes": [{"name": "tmp", "emptyDir": {}}]}),
+        );
+        assert_eq!(mirror_create(&plain), NodeRule::Allowed);
+        let unannotated = json!({"metadata": {"name": "m"}, "spec": {"nodeName": "n1"}});
+        assert!(mirror_refusal(&unannotated).contains("can only create mirror pods"));
+        let elsewhere = mirror(json!({"nodeName": "n2"}));
+        assert!(
+            mirror_refusal(&elsewhere)
+                .ends_with("can only create pods with spec.nodeName set to itself")
+        );
     }
 
     #[test]

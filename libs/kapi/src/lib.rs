@@ -4,7 +4,8 @@
 //! reads (discovery, get, list, watch, tables, OpenAPI) come from the [`objstore::Store`], writes
 //! go through a [`Backend`], and who the caller is comes from the request's [`User`] extension.
 //!
-//! CONTRACT NOTE: `Backend`, `WriteRequest`, `DeleteOptions`, `User`, `Registry` and `Api` are a
+//! CONTRACT NOTE: `Backend`, `WriteRequest`, `DeleteOptions`, `User`, `Registry`, `Api`,
+//! `Authorizer` and `ReadRequest` are a
 //! contract other crates are written against at the same time; change them only with the crate
 //! owner's agreement.
 #![forbid(unsafe_code)]
@@ -17,6 +18,7 @@ mod server;
 use std::sync::Arc;
 
 use apimachinery::patch::PatchType;
+use apimachinery::selector::FieldSelector;
 use apimachinery::{ApiError, ResourceInfo};
 use bytes::Bytes;
 use serde_json::Value;
@@ -85,6 +87,33 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<(u16, Value), ApiError>;
 }
 
+/// One read (get, list or watch) of a resource, as the REST layer resolved it, for an
+/// [`Authorizer`].
+#[derive(Clone, Copy, Debug)]
+pub struct ReadRequest<'a> {
+    pub user: &'a User,
+    /// `get`, `list` or `watch`.
+    pub verb: &'a str,
+    pub info: &'a ResourceInfo,
+    /// `""`: cluster-scoped, or across all namespaces.
+    pub namespace: &'a str,
+    /// The object named in the URL (`""`: a collection).
+    pub name: &'a str,
+    /// `status`, ... or `None` for the main resource.
+    pub subresource: Option<&'a str>,
+    /// The `fieldSelector`, when there is one and it parses (one that does not is refused
+    /// later, with a 400).
+    pub field_selector: Option<&'a FieldSelector>,
+}
+
+/// Decides whether a user may read. Writes are the [`Backend`]'s to check; discovery,
+/// `/version` and OpenAPI are open to any authenticated user.
+#[async_trait::async_trait]
+pub trait Authorizer: Send + Sync + 'static {
+    /// `Ok` to serve the read, else the error to answer (a 403 `Status`).
+    async fn authorize_read(&self, req: &ReadRequest<'_>) -> Result<(), ApiError>;
+}
+
 /// Everything the REST handlers need.
 #[derive(Clone)]
 pub struct Api {
@@ -95,4 +124,7 @@ pub struct Api {
     pub version: Value,
     /// The user when a request carries none (lwproxy on loopback: a local admin).
     pub default_user: Option<User>,
+    /// Who may read what (`None`: every user reads everything, as at lwproxy, whose store
+    /// holds only what its node may read).
+    pub authorizer: Option<Arc<dyn Authorizer>>,
 }

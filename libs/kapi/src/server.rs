@@ -20,7 +20,8 @@
 //! - Only JSON bodies: protobuf is 415 with a message naming the client setting; an `Accept`
 //!   without a JSON alternative is 406.
 //! - Resource requests need a user (the request's [`User`] or the default), else 401;
-//!   discovery, `/version` and OpenAPI do not.
+//!   discovery, `/version` and OpenAPI do not. Reads (get, list, watch, and subresources read
+//!   as their parent) are put to the API's [`crate::Authorizer`] first, when it has one.
 
 mod discovery;
 mod error;
@@ -38,6 +39,7 @@ mod write;
 
 use std::sync::Arc;
 
+use apimachinery::selector::FieldSelector;
 use apimachinery::{ApiError, ResourceInfo};
 use axum::Router;
 use axum::body::Body;
@@ -46,7 +48,7 @@ use axum::http::Method;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 
-use crate::{Api, User};
+use crate::{Api, ReadRequest, User};
 use error::ErrorResponse;
 use path::{ResourcePath, Route};
 use query::Params;
@@ -109,6 +111,7 @@ async fn resource(
     let watching = target.watch_prefix || params.flag("watch").unwrap_or(false);
     match (&parts.method, has_name, target.subresource.as_deref()) {
         (&Method::GET, _, None) if watching => {
+            authorize_read(api, &user, "watch", &target, &params).await?;
             require_verb(info, "watch")?;
             let output = negotiate::output(&parts.headers)?;
             watch::serve(api, &target, &params, output).await
@@ -118,16 +121,19 @@ async fn resource(
             &info.plural,
         )),
         (&Method::GET, false, None) => {
+            authorize_read(api, &user, "list", &target, &params).await?;
             require_verb(info, "list")?;
             let output = negotiate::output(&parts.headers)?;
             read::list(api, &target, &params, output).await
         }
         (&Method::GET, true, None) => {
+            authorize_read(api, &user, "get", &target, &params).await?;
             require_verb(info, "get")?;
             let output = negotiate::output(&parts.headers)?;
             read::get(api, &target, &params, output).await
         }
         (&Method::GET, true, Some(sub)) if subresource::reads_parent(sub) => {
+            authorize_read(api, &user, "get", &target, &params).await?;
             let output = negotiate::output(&parts.headers)?;
             read::get(api, &target, &params, output).await
         }
@@ -145,6 +151,32 @@ async fn resource(
             write.serve(verb, body).await
         }
     }
+}
+
+/// Asks the API's [`crate::Authorizer`], if it has one, whether `user` may make this read.
+async fn authorize_read(
+    api: &Api,
+    user: &User,
+    verb: &str,
+    target: &Target,
+    params: &Params,
+) -> Result<(), ApiError> {
+    let Some(authorizer) = &api.authorizer else {
+        return Ok(());
+    };
+    let field_selector = params
+        .get("fieldSelector")
+        .and_then(|s| FieldSelector::parse(s).ok());
+    let req = ReadRequest {
+        user,
+        verb,
+        info: &target.info,
+        namespace: target.namespace.as_deref().unwrap_or(""),
+        name: target.name.as_deref().unwrap_or(""),
+        subresource: target.subresource.as_deref(),
+        field_selector: field_selector.as_ref(),
+    };
+    authorizer.authorize_read(&req).await
 }
 
 /// The write verb an HTTP method means on this target, if the resource serves it.

@@ -1,13 +1,13 @@
-//! Who a request is (the admin token, a service-account token, or a client certificate) and
-//! what a node may write.
+//! Who a request is (the admin token, a service-account token, or a client certificate), what a
+//! node may write, and what anyone short of an administrator may read.
 
 use std::sync::Arc;
 
 use apimachinery::ApiError;
-use apimachinery::noderules::{NodeRule, NodeWrite};
+use apimachinery::noderules::{NodeRead, NodeRule, NodeWrite, Read, ReadRule};
 use apimachinery::patch::PatchType;
 use bytes::Bytes;
-use kapi::{Backend, DeleteOptions, User, WriteRequest};
+use kapi::{Authorizer, Backend, DeleteOptions, ReadRequest, User, WriteRequest};
 use serde_json::Value;
 
 use crate::tokens::Tokens;
@@ -27,6 +27,13 @@ pub struct Authenticator {
 /// [`apimachinery::noderules`] allows a node; anyone else is refused.
 pub struct NodeRestriction {
     pub inner: Arc<dyn Backend>,
+    pub store: objstore::Store,
+}
+
+/// Who may read what: administrators everything; a node what
+/// [`apimachinery::noderules::NodeRead`] allows, looking up its pods in the store; anyone else
+/// everything but secrets (until RBAC).
+pub struct ReadAuthorizer {
     pub store: objstore::Store,
 }
 
@@ -136,13 +143,7 @@ impl NodeRestriction {
 
     /// The node pod `namespace/name` is bound to (`""`: not scheduled; `None`: no such pod).
     async fn pod_node(&self, namespace: &str, name: &str) -> Result<Option<String>, ApiError> {
-        let pod = stored_object(&self.store, "pods", namespace, name).await?;
-        Ok(pod.map(|p| {
-            p["spec"]["nodeName"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        }))
+        pod_node(&self.store, namespace, name).await
     }
 }
 
@@ -186,6 +187,95 @@ impl Backend for NodeRestriction {
         self.check(req, "delete", None).await?;
         self.inner.delete(req, opts).await
     }
+}
+
+// === impl ReadAuthorizer ===
+
+#[async_trait::async_trait]
+impl Authorizer for ReadAuthorizer {
+    async fn authorize_read(&self, req: &ReadRequest<'_>) -> Result<(), ApiError> {
+        let user = req.user;
+        if user.groups.iter().any(|g| g == MASTERS) {
+            return Ok(());
+        }
+        let read = Read {
+            verb: req.verb,
+            group: &req.info.group,
+            resource: &req.info.plural,
+            namespace: req.namespace,
+            name: req.name,
+            subresource: req.subresource,
+            field_selector: req.field_selector,
+        };
+        let Some(node) = node_of(user) else {
+            return read.check_other_user(&user.name);
+        };
+        let asked = NodeRead { node, read };
+        match asked.rule() {
+            ReadRule::Allowed => Ok(()),
+            ReadRule::Denied(e) => Err(e),
+            ReadRule::IfPodBound => {
+                let bound = self.pod_node(req.namespace, read.target()).await?;
+                asked.check_related(bound.as_deref() == Some(node))
+            }
+            ReadRule::IfReferenced => {
+                let found = self.referenced(node, &read).await?;
+                asked.check_related(found)
+            }
+        }
+    }
+}
+
+impl ReadAuthorizer {
+    /// The node pod `namespace/name` is bound to (`""`: not scheduled; `None`: no such pod).
+    async fn pod_node(&self, namespace: &str, name: &str) -> Result<Option<String>, ApiError> {
+        pod_node(&self.store, namespace, name).await
+    }
+
+    /// Whether a pod bound to `node` in the read's namespace references the object it names
+    /// ([`apimachinery::podrefs::readable`]).
+    async fn referenced(&self, node: &str, read: &Read<'_>) -> Result<bool, ApiError> {
+        let wanted = (read.resource, read.target().to_owned());
+        let opts = objstore::ListOptions {
+            resource: "pods".into(),
+            filter: objstore::Filter {
+                namespace: Some(read.namespace.to_owned()),
+                field: Some(("spec.nodeName".into(), node.to_owned())),
+                ..objstore::Filter::default()
+            },
+            ..objstore::ListOptions::default()
+        };
+        let pods = self
+            .store
+            .list(opts)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        for pod in &pods.items {
+            let pod: Value = serde_json::from_slice(&pod.value)
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            // The field index is a hint: check the binding on the object itself.
+            let bound = pod["spec"]["nodeName"].as_str() == Some(node);
+            if bound && apimachinery::podrefs::readable(&pod).contains(&wanted) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// The node pod `namespace/name` is bound to (`""`: not scheduled; `None`: no such pod).
+async fn pod_node(
+    store: &objstore::Store,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<String>, ApiError> {
+    let pod = stored_object(store, "pods", namespace, name).await?;
+    Ok(pod.map(|p| {
+        p["spec"]["nodeName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }))
 }
 
 /// The stored object `namespace/name` of store resource `resource` (`pods`, ...), as JSON.

@@ -2,7 +2,8 @@
 //! kubeconfig. It serves the kapi REST layer over its own SQLite store on HTTPS (default
 //! `127.0.0.1:6443`) with its own CA, authenticates by bearer token (the admin kubeconfig it
 //! writes, or a service-account token it issued through TokenRequest) or client certificate, and
-//! lets a node identity (`system:node:<name>`) write only what a node may. The rest of cloudcore reaches it like any cluster: through the `kube` crate
+//! lets a node identity (`system:node:<name>`) read and write only what a node may, and any other
+//! non-administrator read anything but secrets. The rest of cloudcore reaches it like any cluster: through the `kube` crate
 //! and that kubeconfig.
 #![forbid(unsafe_code)]
 
@@ -219,8 +220,8 @@ impl Handle {
     }
 }
 
-/// The REST layer over the store: writes go through NodeRestriction, then TokenRequest, then
-/// the local backend.
+/// The REST layer over the store: reads are authorized by [`auth::ReadAuthorizer`]; writes go
+/// through NodeRestriction, then TokenRequest, then the local backend.
 async fn build_api(store: objstore::Store, tokens: tokens::Tokens) -> Result<Api, ApiServerError> {
     let registry = Registry::new(apimachinery::catalog::builtins());
     let local = LocalBackend::new(store.clone(), registry.clone());
@@ -239,12 +240,16 @@ async fn build_api(store: objstore::Store, tokens: tokens::Tokens) -> Result<Api
         inner: token_requests,
         store: store.clone(),
     });
+    let authorizer = Arc::new(auth::ReadAuthorizer {
+        store: store.clone(),
+    });
     Ok(Api {
         registry,
         store,
         backend,
         version: version(),
         default_user: None,
+        authorizer: Some(authorizer),
     })
 }
 

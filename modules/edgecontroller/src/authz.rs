@@ -97,6 +97,33 @@ mod tests {
     }
 
     #[test]
+    fn a_forwarded_mirror_pod_that_references_a_secret_is_refused() {
+        let mirror = |volumes: serde_json::Value| {
+            let mut create = write("create", "pods", "", None);
+            create.body = Some(json!({
+                "metadata": {"name": "m", "namespace": "d",
+                             "annotations": {"kubernetes.io/config.mirror": "h"}},
+                "spec": {"nodeName": "n1", "volumes": volumes,
+                         "containers": [{"name": "c", "image": "i"}]},
+            }));
+            create
+        };
+        let stealing = mirror(json!([{"name": "v", "secret": {"secretName": "admin-token"}}]));
+        let e = authorize("n1", &stealing, |_: &str, _: &str| None).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                403,
+                "pods \"m\" is forbidden: node \"n1\" can not create pods that reference secrets"
+            )
+        );
+        assert_eq!(
+            check(&mirror(json!([{"name": "tmp", "emptyDir": {}}]))),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn a_create_is_named_by_its_body() {
         let mut create = write("create", "nodes", "", None);
         create.namespace.clear();

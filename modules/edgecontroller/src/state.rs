@@ -2,7 +2,7 @@
 //! with no I/O: every change returns the sends and deletes it causes, per node.
 //!
 //! A node holds its Node, its Lease and CSINode, the pods bound to it, the configmaps, secrets and
-//! serviceaccounts those pods reference (counted per node, so an object shared by two pods
+//! serviceaccounts those pods reference ([`apimachinery::podrefs`]) (counted per node, so an object shared by two pods
 //! leaves only with the last one), and every global object (services, endpointslices, cluster
 //! objects a kubelet reads).
 
@@ -476,46 +476,14 @@ fn decrement(map: &mut HashMap<String, HashMap<String, u32>>, outer: &str, inner
     true
 }
 
-/// The configmaps, secrets and serviceaccount a pod references, as store keys, sorted and
-/// without duplicates: volumes (also projected), env, envFrom, image pull secrets.
+/// What a pod references that its node reads ([`apimachinery::podrefs::readable`]: its service
+/// account, secrets, configmaps and persistentvolumeclaims), as store keys, sorted and without
+/// duplicates.
 pub(crate) fn pod_refs(namespace: &str, pod: &Value) -> Vec<String> {
-    let spec = &pod["spec"];
-    let mut refs = BTreeSet::new();
-    let mut add = |resource: &str, name: Option<&str>| {
-        if let Some(name) = name.filter(|n| !n.is_empty()) {
-            refs.insert(wire::object_key(resource, Some(namespace), name));
-        }
-    };
-    let sa = spec["serviceAccountName"].as_str().unwrap_or("default");
-    add("serviceaccounts", Some(sa));
-    for s in each(&spec["imagePullSecrets"]) {
-        add("secrets", s["name"].as_str());
-    }
-    for v in each(&spec["volumes"]) {
-        add("configmaps", v["configMap"]["name"].as_str());
-        add("secrets", v["secret"]["secretName"].as_str());
-        for source in each(&v["projected"]["sources"]) {
-            add("configmaps", source["configMap"]["name"].as_str());
-            add("secrets", source["secret"]["name"].as_str());
-        }
-    }
-    let containers = ["initContainers", "containers", "ephemeralContainers"];
-    for c in containers.iter().flat_map(|k| each(&spec[*k])) {
-        for e in each(&c["env"]) {
-            let from = &e["valueFrom"];
-            add("configmaps", from["configMapKeyRef"]["name"].as_str());
-            add("secrets", from["secretKeyRef"]["name"].as_str());
-        }
-        for e in each(&c["envFrom"]) {
-            add("configmaps", e["configMapRef"]["name"].as_str());
-            add("secrets", e["secretRef"]["name"].as_str());
-        }
-    }
-    refs.into_iter().collect()
-}
-
-fn each(v: &Value) -> impl Iterator<Item = &Value> {
-    v.as_array().into_iter().flatten()
+    apimachinery::podrefs::readable(pod)
+        .into_iter()
+        .map(|(resource, name)| wire::object_key(resource, Some(namespace), &name))
+        .collect()
 }
 
 #[cfg(test)]

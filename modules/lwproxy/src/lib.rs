@@ -91,6 +91,8 @@ impl LwProxy {
                 name: LOCAL_ADMIN.into(),
                 groups: vec!["system:masters".into(), "system:authenticated".into()],
             }),
+            // The store holds only what this node may read.
+            authorizer: None,
         };
         let bind_error = |source| LwProxyError::Bind {
             addr: config.server,

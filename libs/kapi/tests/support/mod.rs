@@ -78,6 +78,7 @@ pub fn harness_with(config: StoreConfig) -> Harness {
             name: "admin".into(),
             groups: vec!["system:masters".into()],
         }),
+        authorizer: None,
     };
     Harness {
         api,
