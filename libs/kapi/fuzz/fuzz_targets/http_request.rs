@@ -45,6 +45,7 @@ impl World {
             store,
             backend,
             version: serde_json::json!({"major": "1", "minor": "34", "gitVersion": "v1.34.0-fuzz"}),
+            authorizer: None,
             default_user: Some(kapi::User {
                 name: "admin".into(),
                 groups: vec!["system:masters".into()],
