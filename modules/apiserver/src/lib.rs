@@ -58,6 +58,7 @@ struct Serving {
     /// For the `kube-root-ca.crt` publisher.
     api: Api,
     ca_pem: String,
+    connections: kapi::ServeStats,
 }
 
 /// What the daemon and tests need to reach the control plane.
@@ -68,6 +69,7 @@ pub struct Handle {
     ca: Arc<pki::Ca>,
     token: String,
     store: objstore::Store,
+    connections: kapi::ServeStats,
 }
 
 // === impl ApiServer ===
@@ -120,7 +122,9 @@ impl ApiServer {
             }
         })?;
         tracing::info!(bound = %addr, kubeconfig = %config.admin_kubeconfig.display(), "embedded control plane listening (https)");
+        let connections = kapi::ServeStats::default();
         let serving = Serving {
+            connections: connections.clone(),
             listener,
             tls: Arc::new(tls),
             api: api.clone(),
@@ -136,6 +140,7 @@ impl ApiServer {
             ca: Arc::new(ca),
             token,
             store,
+            connections,
         };
         Ok((
             ApiServer {
@@ -172,7 +177,18 @@ impl Module for ApiServer {
         };
         let tasks = TaskTracker::new();
         tasks.spawn(rootca::publish(s.api, s.ca_pem, shutdown.clone()));
-        kapi::serve(s.listener, Some(s.tls), s.app, shutdown, tasks.clone()).await;
+        let config = self.config.serve_config();
+        let (tls, stats) = (Some(s.tls), s.connections);
+        kapi::serve(
+            s.listener,
+            tls,
+            s.app,
+            config,
+            stats,
+            shutdown,
+            tasks.clone(),
+        )
+        .await;
         tasks.close();
         if tokio::time::timeout(Duration::from_secs(5), tasks.wait())
             .await
@@ -190,6 +206,11 @@ impl Handle {
     /// Where the control plane listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The counters of the control plane's connections.
+    pub fn connections(&self) -> &kapi::ServeStats {
+        &self.connections
     }
 
     /// The admin kubeconfig written at start.
