@@ -22,6 +22,8 @@ const SERVED_WITHIN: Duration = Duration::from_secs(1);
 /// The short timeouts of the timeout tests.
 const SHORT: Duration = Duration::from_secs(1);
 const WAIT: Duration = Duration::from_secs(10);
+/// How long the flood waits for one connection or handshake.
+const FLOOD_STEP: Duration = Duration::from_secs(2);
 
 /// The floods run one at a time: two at once on two cores would measure each other.
 static FLOODING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -220,30 +222,41 @@ fn sources(count: u8) -> Vec<Ipv4Addr> {
         .collect()
 }
 
-/// Opens `per_source` connections from each source that send no request; with `tls`, every
-/// other one finishes the TLS handshake first. Connections the server closes are left as
-/// they are.
+/// Opens `per_source` connections from each source that send no request; with `tls`, three
+/// in five finish the TLS handshake (those first: a server without limits accepts them and
+/// never lets them go). 64 are opened at a time. Connections the server refuses or closes are
+/// left as they are.
 async fn flood(
     to: SocketAddr,
     sources: &[Ipv4Addr],
     per_source: usize,
     tls: Option<&TlsConnector>,
 ) -> Vec<Idle> {
-    let mut held = Vec::new();
-    for source in sources {
-        for i in 0..per_source {
-            let tcp = connect_from(*source, to).await.expect("connected");
-            match tls {
-                Some(tls) if i % 2 == 1 => {
-                    if let Ok(stream) = handshake(tls, tcp).await {
-                        held.push(Idle::Tls(Box::new(stream)));
-                    }
-                }
-                _ => held.push(Idle::Tcp(tcp)),
-            }
+    let with_tls = if tls.is_some() { per_source * 3 / 5 } else { 0 };
+    let mut plan = Vec::new();
+    for (handshake, count) in [(true, with_tls), (false, per_source - with_tls)] {
+        for source in sources {
+            plan.extend(std::iter::repeat_n((*source, handshake), count));
         }
     }
-    held
+    futures::stream::iter(plan)
+        .map(|(source, handshake)| open_idle(source, to, tls.filter(|_| handshake)))
+        .buffer_unordered(64)
+        .filter_map(|idle| async move { idle })
+        .collect()
+        .await
+}
+
+/// One idle connection, if the server takes it within [`FLOOD_STEP`].
+async fn open_idle(source: Ipv4Addr, to: SocketAddr, tls: Option<&TlsConnector>) -> Option<Idle> {
+    let connect = tokio::time::timeout(FLOOD_STEP, connect_from(source, to));
+    let tcp = connect.await.ok()?.ok()?;
+    let Some(tls) = tls else {
+        return Some(Idle::Tcp(tcp));
+    };
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let stream = tokio::time::timeout(FLOOD_STEP, tls.connect(name, tcp));
+    Some(Idle::Tls(Box::new(stream.await.ok()?.ok()?)))
 }
 
 async fn connect_from(source: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
