@@ -72,10 +72,13 @@ pub(crate) struct Target {
 
 async fn handle(State(api): State<Api>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    if let Some(connection) = parts.extensions.get::<crate::Connection>() {
-        if parts.extensions.get::<User>().is_some() || api.default_user.is_some() {
-            connection.authenticated();
-        }
+    let has_user = parts.extensions.get::<User>().is_some() || api.default_user.is_some();
+    if let Some(connection) = parts
+        .extensions
+        .get::<crate::Connection>()
+        .filter(|_| has_user)
+    {
+        connection.authenticated();
     }
     match serve(&api, parts, body).await {
         Ok(resp) => resp,
