@@ -74,6 +74,14 @@ pub(crate) struct Target {
 
 async fn handle(State(api): State<Api>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
+    let has_user = parts.extensions.get::<User>().is_some() || api.default_user.is_some();
+    if let Some(connection) = parts
+        .extensions
+        .get::<crate::Connection>()
+        .filter(|_| has_user)
+    {
+        connection.authenticated();
+    }
     match serve(&api, parts, body).await {
         Ok(resp) => resp,
         Err(e) => ErrorResponse(e).into_response(),

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +46,25 @@ pub struct Config {
     pub token_file: PathBuf,
     /// Where the admin kubeconfig is written. Default `/etc/kubeedge/admin.kubeconfig`.
     pub admin_kubeconfig: PathBuf,
+    /// Connections held at once. Default 1024.
+    pub max_connections: usize,
+    /// Of `maxConnections`, connections not yet authenticated (no verified client certificate,
+    /// no request with a user yet); the rest stay free for authenticated clients. When they
+    /// are all taken, the oldest idle one is closed to make room. Default 256.
+    pub max_unauthenticated_connections: usize,
+    /// Unauthenticated connections from one IP address. Default 64.
+    pub max_unauthenticated_connections_per_client: usize,
+    /// Time a client has to finish the TLS handshake. Default `10s`.
+    #[serde(with = "daemon::duration")]
+    pub tls_handshake_timeout: Duration,
+    /// Time a client has to send a request head (kube-apiserver's `ReadHeaderTimeout`).
+    /// Default `32s`.
+    #[serde(with = "daemon::duration")]
+    pub read_header_timeout: Duration,
+    /// A connection with no request in flight is closed after this long (a watch is a request
+    /// in flight). Default `90s`.
+    #[serde(with = "daemon::duration")]
+    pub idle_timeout: Duration,
 }
 
 impl Default for Config {
@@ -63,11 +83,29 @@ impl Default for Config {
             service_account_key_file: None,
             token_file: "/etc/kubeedge/apiserver/admin.token".into(),
             admin_kubeconfig: "/etc/kubeedge/admin.kubeconfig".into(),
+            max_connections: 1024,
+            max_unauthenticated_connections: 256,
+            max_unauthenticated_connections_per_client: 64,
+            tls_handshake_timeout: Duration::from_secs(10),
+            read_header_timeout: Duration::from_secs(32),
+            idle_timeout: Duration::from_secs(90),
         }
     }
 }
 
 impl Config {
+    /// The connection limits and timeouts of the HTTP server.
+    pub fn serve_config(&self) -> kapi::ServeConfig {
+        kapi::ServeConfig {
+            max_connections: self.max_connections,
+            max_unauthenticated: self.max_unauthenticated_connections,
+            max_unauthenticated_per_client: self.max_unauthenticated_connections_per_client,
+            handshake_timeout: self.tls_handshake_timeout,
+            header_read_timeout: self.read_header_timeout,
+            idle_timeout: self.idle_timeout,
+            ..kapi::ServeConfig::default()
+        }
+    }
     /// Where the service-account key is: [`Config::service_account_key_file`], else `sa.key`
     /// beside the CA.
     pub fn service_account_key_path(&self) -> PathBuf {

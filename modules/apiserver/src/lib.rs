@@ -59,6 +59,7 @@ struct Serving {
     /// For the `kube-root-ca.crt` publisher.
     api: Api,
     ca_pem: String,
+    connections: kapi::ServeStats,
 }
 
 /// What the daemon and tests need to reach the control plane.
@@ -69,6 +70,7 @@ pub struct Handle {
     ca: Arc<pki::Ca>,
     token: String,
     store: objstore::Store,
+    connections: kapi::ServeStats,
 }
 
 // === impl ApiServer ===
@@ -121,7 +123,9 @@ impl ApiServer {
             }
         })?;
         tracing::info!(bound = %addr, kubeconfig = %config.admin_kubeconfig.display(), "embedded control plane listening (https)");
+        let connections = kapi::ServeStats::default();
         let serving = Serving {
+            connections: connections.clone(),
             listener,
             tls: Arc::new(tls),
             api: api.clone(),
@@ -137,6 +141,7 @@ impl ApiServer {
             ca: Arc::new(ca),
             token,
             store,
+            connections,
         };
         Ok((
             ApiServer {
@@ -173,7 +178,18 @@ impl Module for ApiServer {
         };
         let tasks = TaskTracker::new();
         tasks.spawn(rootca::publish(s.api, s.ca_pem, shutdown.clone()));
-        kapi::serve(s.listener, Some(s.tls), s.app, shutdown, tasks.clone()).await;
+        let config = self.config.serve_config();
+        let (tls, stats) = (Some(s.tls), s.connections);
+        kapi::serve(
+            s.listener,
+            tls,
+            s.app,
+            config,
+            stats,
+            shutdown,
+            tasks.clone(),
+        )
+        .await;
         tasks.close();
         if tokio::time::timeout(Duration::from_secs(5), tasks.wait())
             .await
@@ -191,6 +207,11 @@ impl Handle {
     /// Where the control plane listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The counters of the control plane's connections.
+    pub fn connections(&self) -> &kapi::ServeStats {
+        &self.connections
     }
 
     /// The admin kubeconfig written at start.

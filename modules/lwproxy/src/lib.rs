@@ -57,6 +57,7 @@ struct Serving {
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     app: axum::Router,
+    connections: kapi::ServeStats,
 }
 
 /// What the daemon and tests need to reach lwproxy.
@@ -64,6 +65,7 @@ struct Serving {
 pub struct Handle {
     addr: SocketAddr,
     tls: bool,
+    connections: kapi::ServeStats,
 }
 
 // === impl LwProxy ===
@@ -103,12 +105,14 @@ impl LwProxy {
         let handle = Handle {
             addr,
             tls: tls.is_some(),
+            connections: kapi::ServeStats::default(),
         };
         tracing::info!(bound = %addr, url = %handle.url(), "lwproxy listening");
         let serving = Serving {
             listener,
             tls,
             app: kapi::router(api),
+            connections: handle.connections.clone(),
         };
         let proxy = LwProxy {
             config,
@@ -153,7 +157,16 @@ impl Module for LwProxy {
         let tasks = TaskTracker::new();
         let crds = crds::follow(self.store.clone(), self.registry.clone(), shutdown.clone());
         tasks.spawn(crds);
-        let serving = kapi::serve(s.listener, s.tls, s.app, shutdown.clone(), tasks.clone());
+        let config = self.config.serve_config();
+        let serving = kapi::serve(
+            s.listener,
+            s.tls,
+            s.app,
+            config,
+            s.connections,
+            shutdown.clone(),
+            tasks.clone(),
+        );
         tokio::pin!(serving);
         loop {
             tokio::select! {
@@ -180,6 +193,11 @@ impl Handle {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The counters of lwproxy's connections.
+    pub fn connections(&self) -> &kapi::ServeStats {
+        &self.connections
     }
 
     /// Whether lwproxy serves HTTPS.

@@ -27,6 +27,10 @@ use crate::{Api, DeleteOptions, User, WriteRequest};
 
 /// The largest request body read (kube-apiserver's limit is 3 MB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
+/// Bytes of a too-large body read past [`MAX_BODY`] and dropped before the 413 is sent, so a
+/// client still sending reads its 413 rather than a reset: HTTP/2 resets a stream whose body
+/// is left unread (curl reports a framing error), HTTP/1 closes the connection.
+const DISCARD_MAX: usize = 16 * 1024 * 1024;
 
 /// A write verb (as discovery names it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,10 +70,7 @@ impl Verb {
 impl Write<'_> {
     pub(crate) async fn serve(&self, verb: Verb, body: Body) -> Result<Response, ApiError> {
         self.params.check_field_validation()?;
-        let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
-            tracing::debug!(error = %e, "reading a request body");
-            body_too_large(MAX_BODY)
-        })?;
+        let body = read_body(body).await?;
         match verb {
             Verb::Create => self.create(body).await,
             Verb::Update => self.update(body).await,
@@ -334,4 +335,30 @@ fn check_name(obj: &mut Value, name: &str) -> Result<(), ApiError> {
 
 fn invalid_delete_options(field: &str, why: &str) -> ApiError {
     ApiError::invalid("meta.k8s.io", "DeleteOptions", "", &[(field, why)])
+}
+
+/// The body, if it is at most [`MAX_BODY`]; a larger one is read on (up to [`DISCARD_MAX`])
+/// and dropped, and is a 413.
+async fn read_body(body: Body) -> Result<Bytes, ApiError> {
+    let mut chunks = body.into_data_stream();
+    let mut kept = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = futures::StreamExt::next(&mut chunks).await {
+        let chunk = chunk.map_err(|e| {
+            tracing::debug!(error = %e, "reading a request body");
+            ApiError::bad_request(format!("reading the request body: {e}"))
+        })?;
+        seen = seen.saturating_add(chunk.len());
+        if seen <= MAX_BODY {
+            kept.extend_from_slice(&chunk);
+        } else if seen > MAX_BODY + DISCARD_MAX {
+            break;
+        } else if !kept.is_empty() {
+            kept = bytes::BytesMut::new();
+        }
+    }
+    if seen > MAX_BODY {
+        return Err(body_too_large(MAX_BODY));
+    }
+    Ok(kept.freeze())
 }
