@@ -246,6 +246,17 @@ impl Cloud {
         kube::Client::try_from(config).unwrap()
     }
 
+    /// A `kube` client for the embedded control plane with `token` as its bearer token.
+    pub async fn kube_with_token(&self, token: &str) -> kube::Client {
+        let path = self.running.kubeconfig().unwrap();
+        let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        config.auth_info.token = Some(token.to_owned().into());
+        kube::Client::try_from(config).unwrap()
+    }
+
     /// The address edges dial for `transport`.
     pub fn addr(&self, transport: link::Transport) -> SocketAddr {
         match transport {

@@ -187,7 +187,7 @@ async fn a_service_account_token_reads_everything_but_secrets_and_the_admin_ever
         .await
         .unwrap();
     let token = issued.status.expect("the token is in the status").token;
-    let builder = kube_with_token(&cloud, &token).await;
+    let builder = cloud.kube_with_token(&token).await;
 
     let secrets: Api<Secret> = Api::namespaced(builder.clone(), "default");
     let got = refusal(secrets.get("mine").await);
@@ -236,17 +236,6 @@ async fn a_service_account_token_reads_everything_but_secrets_and_the_admin_ever
         "hidden"
     );
     cloud.stop().await;
-}
-
-/// A `kube` client for the embedded control plane with `token` as its bearer token.
-async fn kube_with_token(cloud: &e2e::Cloud, token: &str) -> kube::Client {
-    let path = cloud.running.kubeconfig().unwrap();
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    config.auth_info.token = Some(token.to_owned().into());
-    kube::Client::try_from(config).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

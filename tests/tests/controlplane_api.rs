@@ -222,17 +222,6 @@ fn claims(token: &str) -> serde_json::Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-/// A `kube` client for the embedded control plane with `token` as its bearer token.
-async fn kube_with_token(cloud: &e2e::Cloud, token: &str) -> kube::Client {
-    let path = cloud.running.kubeconfig().unwrap();
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    config.auth_info.token = Some(token.to_owned().into());
-    kube::Client::try_from(config).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_account_token_authenticates_as_the_account_while_it_exists() {
     let pki = Pki::new();
@@ -267,7 +256,7 @@ async fn a_service_account_token_authenticates_as_the_account_while_it_exists() 
     assert_eq!(status.expiration_timestamp.0.as_second(), exp);
 
     // The token reads as the account, and an account writes nothing here.
-    let as_builder = kube_with_token(&cloud, &status.token).await;
+    let as_builder = cloud.kube_with_token(&status.token).await;
     let pods: Api<Pod> = Api::namespaced(as_builder.clone(), "default");
     pods.list(&Default::default()).await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(as_builder, "default");
@@ -282,7 +271,7 @@ async fn a_service_account_token_authenticates_as_the_account_while_it_exists() 
     assert_eq!(code_of(ask_token(&accounts, "builder", short).await), 422);
 
     // A forged token, and the token of a deleted account, are refused.
-    let forged = Api::<Pod>::namespaced(kube_with_token(&cloud, "e30.e30.e30").await, "default");
+    let forged = Api::<Pod>::namespaced(cloud.kube_with_token("e30.e30.e30").await, "default");
     assert_eq!(code_of(forged.list(&Default::default()).await), 401);
     accounts
         .delete("builder", &DeleteParams::default())
@@ -316,7 +305,7 @@ async fn a_node_gets_tokens_only_for_pods_bound_to_it() {
         claims(&token)["kubernetes.io"]["pod"],
         json!({"name": "mine", "uid": mine.metadata.uid})
     );
-    let bound: Api<Pod> = Api::namespaced(kube_with_token(&cloud, &token).await, "default");
+    let bound: Api<Pod> = Api::namespaced(cloud.kube_with_token(&token).await, "default");
     bound.list(&Default::default()).await.unwrap();
 
     let elsewhere = ask_token(&n1, "builder", token_request(Some(&theirs))).await;
