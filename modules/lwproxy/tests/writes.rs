@@ -115,21 +115,26 @@ async fn offline_a_pod_status_patch_is_stored_here_and_queued_for_the_cloud() {
     let msg = beehive::codec::decode(&queued[0].payload).expect("a queued message");
     assert_eq!(
         (msg.router.operation.clone(), msg.resource()),
-        (Operation::Update, "default/pods/p")
+        (Operation::Patch, "default/pods/p")
     );
     let write: ForwardedWrite = serde_json::from_slice(&msg.content).expect("an envelope");
     assert_eq!(
         (write.method(), write.path().as_str()),
-        ("PUT", "/api/v1/namespaces/default/pods/p/status")
+        ("PATCH", "/api/v1/namespaces/default/pods/p/status")
     );
-    let body = write.body.expect("the object");
     assert_eq!(
-        body["metadata"].get("resourceVersion"),
-        None,
-        "applied unconditionally"
+        write.content_type.as_deref(),
+        Some("application/merge-patch+json")
     );
-    assert_eq!(body["metadata"]["uid"], "uid-p");
+    // What the client changed, unconditionally (no resourceVersion), and nothing else.
+    let body = write.body.expect("the patch");
+    assert_eq!(
+        body.get("metadata"),
+        None,
+        "labels and annotations unchanged"
+    );
     assert_eq!(body["status"]["phase"], "Running");
+    assert_eq!(body["status"]["podIP"], "10.0.0.7");
     assert!(edge.received().is_empty());
     edge.stop().await;
 }
