@@ -70,14 +70,20 @@ impl Handle {
         self.outbox_changed.notified().await
     }
 
-    /// The digest of what the node holds, for the reconnect resync.
+    /// The digest of [`Handle::inventory`], for the reconnect resync.
     pub async fn digest(&self) -> Result<Digest, MetaError> {
-        Ok(self.store.digest(InventoryFilter::default()).await?)
+        let held = self.inventory().await?;
+        Ok(Digest::of(held.iter().map(|(k, rv)| (k, rv.as_str()))))
     }
 
-    /// `(resource, namespace, name, cloud resourceVersion)` of everything held.
+    /// `(resource, namespace, name, cloud resourceVersion)` of everything held that came from
+    /// the cloud. An object made on this node (a Lease a kubelet created offline) has no cloud
+    /// resourceVersion until the cloud sends it back: it is left out, so the resync does not
+    /// remove it as something the cloud does not have while its create is still queued.
     pub async fn inventory(&self) -> Result<Vec<(objstore::ObjKey, String)>, MetaError> {
-        Ok(self.store.inventory(InventoryFilter::default()).await?)
+        let mut held = self.store.inventory(InventoryFilter::default()).await?;
+        held.retain(|(_, rv)| !rv.is_empty());
+        Ok(held)
     }
 
     /// Stores `value` as a change made on this node (lwproxy's offline status writes) and
@@ -331,6 +337,19 @@ mod tests {
         assert_eq!(h.store().outbox_peek(10).await.unwrap(), entries);
         let now = h.store().get(&key()).await.unwrap().unwrap();
         assert_eq!(now.field("status.phase"), Some("Running"));
+    }
+
+    #[tokio::test]
+    async fn an_object_made_here_is_not_in_the_inventory_the_resync_compares() {
+        let (_dir, h) = handle();
+        let mut made_here = pod("", "Running");
+        made_here["metadata"]["name"] = json!("q");
+        let q = ObjKey::new("pods", "default", "q");
+        h.put_local(q, made_here, None).await.unwrap().unwrap();
+        assert!(h.inventory().await.unwrap().is_empty());
+        assert!(h.digest().await.unwrap() == Digest::EMPTY);
+        from_cloud(&h, pod("100", "Pending")).await;
+        assert_eq!(h.inventory().await.unwrap(), [(key(), "100".to_owned())]);
     }
 
     fn parsed(obj: Value) -> Parsed {
