@@ -275,3 +275,28 @@ async fn a_write_sent_without_an_answer_in_time_is_a_504_saying_it_may_still_com
     assert_eq!(edge.received().len(), 2, "offline, nothing is sent");
     edge.stop().await;
 }
+
+#[tokio::test]
+async fn an_offline_status_write_is_never_stored_without_the_message_that_sends_it() {
+    // Nothing but lwproxy and the store: a write stored here must already carry its queued
+    // message, whatever happens to the process (or to metamanager) after that.
+    let node = Node::new();
+    let edge = node.start_without_metamanager().await;
+    edge.seed("pods", pod("p", "n1", "100")).await;
+    let pods: Api<Pod> = Api::namespaced(edge.client(), "default");
+    let patch = json!({"status": {"phase": "Running"}});
+    let answered = pods
+        .patch_status("p", &PatchParams::default(), &Patch::Merge(&patch))
+        .await;
+    let key = objstore::ObjKey::new("pods", "default", "p");
+    let held = edge.store.get(&key).await.unwrap().expect("held");
+    let stored = held.field("status.phase") == Some("Running");
+    let queued = edge.store.outbox_len().await.unwrap();
+    assert_eq!(
+        (stored, queued),
+        (true, 1),
+        "stored and queued together (answer: {answered:?})"
+    );
+    assert!(answered.is_ok());
+    edge.stop().await;
+}
