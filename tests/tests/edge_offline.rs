@@ -1,6 +1,7 @@
 //! Writes a node makes through lwproxy while the cloud is away, replayed when it is back: a
 //! real cloudcore (embedded control plane) and a real edgecore on loopback.
 
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use e2e::{Cloud, Edge, Pki, edge, edge_config, k8s_cloud};
@@ -9,9 +10,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tempfile::TempDir;
-use testkit::eventually;
+use testkit::{ChildGuard, eventually};
 
 const WAIT: Duration = Duration::from_secs(30);
+const EDGECORE: &str = env!("CARGO_BIN_EXE_e2e-edgecore");
 
 /// A cloud and edge node `edge-1` linked over WebSocket.
 async fn site(pki: &Pki, dir: &TempDir) -> (Cloud, Edge) {
@@ -146,5 +148,86 @@ async fn a_lease_created_offline_reaches_the_cloud_and_stays_at_the_edge() {
     .await;
     leases.get("edge-1").await.expect("served at the edge");
     edge.stop().await;
+    cloud.stop().await;
+}
+
+/// Runs edgecore as a process (so it can be killed) with this config.
+fn spawn_edge(config: &edgecore::Config, dir: &std::path::Path) -> ChildGuard {
+    let path = dir.join("edgecore.yaml");
+    std::fs::write(&path, daemon::to_yaml(config)).unwrap();
+    let child = Command::new(EDGECORE)
+        .args(["--config", path.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ChildGuard(child)
+}
+
+/// A loopback port nothing listens on right now, for a child process's lwproxy.
+fn unused_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+fn client_at(port: u16) -> kube::Client {
+    let mut config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_answered_offline_survives_a_sigkill_and_reaches_the_cloud() {
+    let (pki, dir) = (Pki::new(), tempfile::tempdir().unwrap());
+    let cloud = k8s_cloud(&pki, e2e::Ports::default()).await;
+    let pods: Api<Pod> = Api::namespaced(cloud.kube().await, "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let transport = link::Transport::WebSocket;
+    let db = dir.path().join("edge.db");
+    let mut config = edge_config(&pki.node("edge-1"), cloud.addr(transport), transport, &db);
+    let port = unused_port();
+    config.modules.lw_proxy.server = ([127, 0, 0, 1], port).into();
+    let mut child = spawn_edge(&config, dir.path());
+    let at_edge: Api<Pod> = Api::namespaced(client_at(port), "default");
+    eventually("the edge serves the pod", WAIT, || async {
+        at_edge.get_opt("web").await.ok().flatten().is_some()
+    })
+    .await;
+
+    // Cut off, the node reports a status; the process is killed as soon as it is answered.
+    let ports = cloud.ports();
+    cloud.stop().await;
+    let failed = json!({"status": {"phase": "Failed", "message": "written offline"}});
+    at_edge
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&failed))
+        .await
+        .expect("applied at the edge");
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+
+    // On disk: the status and the message that sends it.
+    {
+        let store = objstore::Store::open(&db, objstore::StoreConfig::default()).unwrap();
+        let key = objstore::ObjKey::new("pods", "default", "web");
+        let held = store.get(&key).await.unwrap().expect("held");
+        assert_eq!(held.field("status.phase"), Some("Failed"));
+        let queued = store.outbox_peek(10).await.unwrap();
+        assert_eq!(queued.len(), 1, "{queued:?}");
+        assert_eq!(queued[0].key, "patch:default/pods/web");
+    }
+
+    let cloud = k8s_cloud(&pki, ports).await;
+    let _child = spawn_edge(&config, dir.path());
+    let pods: Api<Pod> = Api::namespaced(cloud.kube().await, "default");
+    eventually("the status reaches the cloud", WAIT, || async {
+        let pod = pods.get("web").await.unwrap();
+        pod.status.and_then(|s| s.phase).as_deref() == Some("Failed")
+    })
+    .await;
+    drop(_child);
     cloud.stop().await;
 }
