@@ -2,7 +2,7 @@
 //! and the edge's lwproxy) share, as pure functions with no I/O: which resources exist and how
 //! they are named ([`catalog`]), label and field selectors ([`selector`]), the fields an object
 //! is selected by ([`fields`]), the three patch types ([`patch`]), what a pod references ([`podrefs`]), `kubectl get` tables
-//! ([`table`]) and `Status` errors ([`status`]).
+//! ([`table`]), `Status` errors ([`status`]) and what a status write changes ([`statuswrite`]).
 //!
 //! CONTRACT NOTE: the public signatures in this crate are a contract other crates are written
 //! against at the same time; change them only with the crate owner's agreement.
@@ -18,6 +18,7 @@ pub mod patch;
 pub mod podrefs;
 pub mod selector;
 pub mod status;
+pub mod statuswrite;
 pub mod table;
 pub mod time;
 

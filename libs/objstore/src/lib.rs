@@ -62,7 +62,8 @@
 //!
 //! **Outbox.** [`Store::outbox_put`] / [`Store::outbox_peek`] / [`Store::outbox_ack`] keep the
 //! upstream queue in the same database, written through the same group commit, coalesced by
-//! key (see [`outbox`]).
+//! key (see [`outbox`]). [`Store::mutate_and_queue`] writes an object change and its outbox
+//! entry in one transaction.
 //!
 //! **Bad files.** A garbage or truncated file fails with [`StoreError::Corrupt`] naming the
 //! path, or, with [`OnCorrupt::Rebuild`], is moved aside to `<path>.corrupt-<unix-ts>` and
@@ -89,6 +90,6 @@ pub use digest::Digest;
 pub use error::StoreError;
 pub use filter::{Filter, InventoryFilter, ListOptions, ListResult, Predicate};
 pub use object::{Applied, Mutation, NewObject, ObjKey, StoredObject};
-pub use outbox::OutboxEntry;
+pub use outbox::{Enqueue, OutboxEntry};
 pub use store::{ManyResults, Stats, Store};
 pub use watch::{EventKind, WatchEvent, WatchOptions, Watcher};

@@ -21,6 +21,15 @@ pub struct OutboxEntry {
     pub payload: Bytes,
 }
 
+/// An outbox entry to queue together with an object change
+/// ([`Store::mutate_and_queue`](crate::Store::mutate_and_queue)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enqueue {
+    /// The coalescing key.
+    pub key: String,
+    pub payload: Bytes,
+}
+
 /// Enqueues or replaces `key` with id `seq`, inside the writer's transaction.
 pub(crate) fn put(conn: &Connection, seq: u64, key: &str, payload: &[u8]) -> rusqlite::Result<()> {
     let existing: Option<i64> = conn

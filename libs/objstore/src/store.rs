@@ -16,7 +16,7 @@ use crate::digest::Digest;
 use crate::error::StoreError;
 use crate::filter::{InventoryFilter, ListOptions, ListResult};
 use crate::object::{Applied, Mutation, NewObject, ObjKey, StoredObject};
-use crate::outbox::OutboxEntry;
+use crate::outbox::{Enqueue, OutboxEntry};
 use crate::read::{self, ReadPool};
 use crate::watch::{Hub, WatchOptions, Watcher};
 use crate::writer::{Batch, Finish, Job, Writer};
@@ -295,6 +295,44 @@ impl Store {
             .submit(1, move |batch| batch.outbox_put(&key, &payload))
             .await?;
         id.ok_or(StoreError::Closed)
+    }
+
+    /// Read-modify-write of one object and, in the same transaction, the outbox entry the
+    /// closure asks for: either both commit or neither does, so a crash never leaves a change
+    /// stored without its queued message (or the reverse). The closure decides as for
+    /// [`Store::mutate`] and may add an [`Enqueue`] (queued as [`Store::outbox_put`] queues,
+    /// coalesced by key); the answer carries the entry's id when one was queued.
+    pub async fn mutate_and_queue<T, E, F>(
+        &self,
+        key: ObjKey,
+        f: F,
+    ) -> Result<Result<(Applied<T>, Option<u64>), E>, StoreError>
+    where
+        F: FnOnce(Option<&StoredObject>, u64) -> Result<(Mutation, T, Option<Enqueue>), E>
+            + Send
+            + 'static,
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        self.submit(1, move |batch| {
+            let mut enqueue = None;
+            let applied = batch.mutate(key, |current, revision| {
+                let (mutation, output, queued) = f(current, revision)?;
+                enqueue = queued;
+                Ok((mutation, output))
+            })?;
+            let applied = match applied {
+                Ok(applied) => applied,
+                Err(e) => return Some(Err(e)),
+            };
+            let id = match enqueue {
+                Some(entry) => Some(batch.outbox_put(&entry.key, &entry.payload)?),
+                None => None,
+            };
+            Some(Ok((applied, id)))
+        })
+        .await?
+        .ok_or(StoreError::Closed)
     }
 
     /// Up to `n` entries, oldest first-enqueue first.

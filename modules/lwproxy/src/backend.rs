@@ -4,9 +4,10 @@
 //! preconditions rewritten for the cloud, see [`crate::envelope`]) goes to edgehub as a sync
 //! request, and the cloud's [`ForwardedReply`] comes back as the answer, unchanged. While it is
 //! down, the writes a kubelet needs to keep reporting ([`LocalWrite`]) are applied to the edge
-//! store and queued for the cloud in metamanager's outbox as a PUT of the whole object without
-//! a resourceVersion, so the cloud takes the latest one whenever it arrives; every other write
-//! is a 503. A status write edgehub refuses to send (the link dropped under it) is applied
+//! store and, in the same store transaction, queued for the cloud in metamanager's outbox as
+//! what the client changed (a merge patch of the status write or of a lease's renew fields, or
+//! the create of a lease made here: see [`local::upstream`]), so a replay never undoes what the
+//! cloud changed meanwhile; every other write is a 503. A status write edgehub refuses to send (the link dropped under it) is applied
 //! locally too. A write that was sent and got no answer in `forwardTimeout` (or lost its link
 //! before the answer) may still be applied in the cloud: that is a 504 `Timeout` saying so,
 //! as kube-apiserver answers, never a 503, which says nothing was done.
@@ -100,8 +101,8 @@ impl Forwarder {
                 Err(Failure::Unknown(reason)) if local.is_none() => {
                     return Err(may_still_complete(req, &change, &reason));
                 }
-                // A status write is a whole-status PUT with no resourceVersion: queuing it
-                // again is harmless even if the cloud applied the first one.
+                // A status write is queued as a merge patch with no resourceVersion: queuing
+                // it again is harmless even if the cloud applied the first one.
                 Err(Failure::Unsent(reason) | Failure::Unknown(reason)) => {
                     tracing::info!(resource = %req.info.plural, name = req.name, %reason, "status write not sent; applying it locally");
                 }
@@ -166,7 +167,7 @@ impl Forwarder {
         write: LocalWrite,
         change: &Change,
     ) -> Result<(u16, Value), ApiError> {
-        let ctx = self.context().map_err(|_| offline(req, change))?;
+        self.context().map_err(|_| offline(req, change))?;
         let name = match change {
             Change::Create(obj) => obj["metadata"]["name"].as_str().unwrap_or_default(),
             _ => req.name,
@@ -188,16 +189,17 @@ impl Forwarder {
             if req.dry_run {
                 return Ok((code, dry_run_answer(next, held.as_deref())));
             }
+            let queued = local::upstream(write, &subject, &key, held.as_deref(), &next)?;
             let based_on = held.map(|h| h.revision);
+            // The change and the message that sends it commit together or not at all.
             let stored = self
                 .meta
-                .put_local(key.clone(), next.clone(), based_on)
+                .put_local_and_queue(key.clone(), next, based_on, &upstream(&key, &queued))
                 .await
                 .map_err(|e| internal("writing the edge store", &e))?;
             let Some(stored) = stored else {
                 continue; // changed since it was read: read it again
             };
-            self.queue(ctx, req, &key, next).await?;
             return Ok((code, answer(req, &stored)?));
         }
         Err(ApiError::conflict(
@@ -206,46 +208,6 @@ impl Forwarder {
             name,
             OPTIMISTIC_LOCK_MSG,
         ))
-    }
-
-    /// Puts a PUT of the whole object `next` (no resourceVersion) in metamanager's outbox.
-    async fn queue(
-        &self,
-        ctx: &Context,
-        req: &WriteRequest<'_>,
-        key: &ObjKey,
-        next: Value,
-    ) -> Result<(), ApiError> {
-        let write = ForwardedWrite {
-            verb: "update".into(),
-            group: req.info.group.clone(),
-            version: req.info.version.clone(),
-            resource: req.info.plural.clone(),
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-            subresource: req.subresource.map(str::to_owned),
-            content_type: Some("application/json".into()),
-            body: Some(next),
-            dry_run: false,
-        };
-        let msg = Message::new()
-            .route(
-                NAME,
-                MESSAGE_GROUP,
-                message_resource(key),
-                Operation::Update,
-            )
-            .with_content(encode(&write));
-        let not_queued = |why: String| {
-            ApiError::service_unavailable(format!(
-                "stored on this node, but not queued for the cloud: {why}"
-            ))
-        };
-        match ctx.send_sync(metamanager::NAME, msg, self.timeout).await {
-            Ok(resp) if resp.router.operation == Operation::Response => Ok(()),
-            Ok(resp) => Err(not_queued(text(&resp.content))),
-            Err(e) => Err(not_queued(e.to_string())),
-        }
     }
 
     async fn held(&self, key: &ObjKey) -> Result<Option<Arc<StoredObject>>, ApiError> {
@@ -297,6 +259,17 @@ fn key(req: &WriteRequest<'_>, name: &str) -> ObjKey {
 /// `<namespace>/<store resource>/<name>`, as metamanager and edgehub name objects.
 fn message_resource(key: &ObjKey) -> String {
     format!("{}/{}/{}", key.namespace, key.resource, key.name)
+}
+
+/// The message queued in metamanager's outbox for a write made locally.
+fn upstream(key: &ObjKey, write: &ForwardedWrite) -> Message {
+    let operation = match write.verb.as_str() {
+        "create" => Operation::Insert,
+        _ => Operation::Patch,
+    };
+    Message::new()
+        .route(NAME, MESSAGE_GROUP, message_resource(key), operation)
+        .with_content(encode(write))
 }
 
 fn encode(write: &ForwardedWrite) -> Vec<u8> {

@@ -3,17 +3,32 @@
 //! creates, updates and patches. Pure logic: what the object becomes, checked as the API
 //! server would check it; storing and queueing are the backend's.
 //!
-//! A status write keeps the held object's metadata and spec and takes only `status` from the
-//! request. A lease write takes the request's object, with the identity the store holds
-//! (uid, creationTimestamp) kept.
+//! A status write changes what it changes online ([`apimachinery::statuswrite`]: `status`,
+//! and labels and annotations). A lease write takes the request's object, with the identity
+//! the store holds (uid, creationTimestamp) kept.
+//!
+//! What is queued for the cloud ([`upstream`]) is what the client changed, never the whole
+//! object, so replaying it after the cloud changed the object meanwhile undoes nothing: a
+//! merge patch of the status write ([`statuswrite::merge_patch`]), a merge patch of a lease's
+//! renew fields, or, for a lease the cloud has never sent (created here), its create.
 
 use apimachinery::object::{meta_str, metadata_mut, object_mut};
+use apimachinery::patch::PatchType;
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
-use apimachinery::{ApiError, ResourceInfo, patch};
-use objstore::StoredObject;
+use apimachinery::{ApiError, ForwardedWrite, ResourceInfo, patch, statuswrite};
+use objstore::{ObjKey, StoredObject};
 use serde_json::Value;
 
 use crate::envelope::{Change, is_current};
+
+/// The `spec` fields of a Lease its holder writes when it acquires or renews it.
+pub(crate) const RENEW_FIELDS: [&str; 5] = [
+    "holderIdentity",
+    "leaseDurationSeconds",
+    "acquireTime",
+    "renewTime",
+    "leaseTransitions",
+];
 
 /// A write lwproxy may apply locally.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,7 +137,7 @@ fn changed(
         return Err(subject.conflict(&why));
     }
     Ok(match write {
-        LocalWrite::Status => with_status_of(current, requested),
+        LocalWrite::Status => statuswrite::apply(&current, &requested, subject.info.custom),
         LocalWrite::Lease => with_identity_of(&current, requested),
     })
 }
@@ -152,15 +167,75 @@ fn created(subject: &Subject<'_>, mut obj: Value) -> Result<Value, ApiError> {
     Ok(obj)
 }
 
-/// `current` with the status of `requested` (none if it has none).
-fn with_status_of(mut current: Value, mut requested: Value) -> Value {
-    let status = object_mut(&mut requested).remove("status");
-    let map = object_mut(&mut current);
-    match status {
-        Some(status) => map.insert("status".into(), status),
-        None => map.remove("status"),
+/// The write that makes `next` (the object a local write stored over `held`) in the cloud:
+/// see the module doc.
+pub(crate) fn upstream(
+    write: LocalWrite,
+    subject: &Subject<'_>,
+    key: &ObjKey,
+    held: Option<&StoredObject>,
+    next: &Value,
+) -> Result<ForwardedWrite, ApiError> {
+    let info = subject.info;
+    let base = ForwardedWrite {
+        group: info.group.clone(),
+        version: info.version.clone(),
+        resource: info.plural.clone(),
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        content_type: Some(PatchType::Merge.content_type().into()),
+        ..Default::default()
     };
-    current
+    let held = match held {
+        Some(held) if !held.resource_version.is_empty() => held,
+        // Not in the cloud yet: only a lease is written without being held.
+        _ => return Ok(create(base, next)),
+    };
+    let before = parse(held)?;
+    let (subresource, body) = match write {
+        LocalWrite::Status => (
+            Some("status".to_owned()),
+            statuswrite::merge_patch(&before, next, info.custom),
+        ),
+        LocalWrite::Lease => (None, renew_patch(&before, next)),
+    };
+    Ok(ForwardedWrite {
+        verb: "patch".into(),
+        subresource,
+        body: Some(body),
+        ..base
+    })
+}
+
+/// The create of an object made here: without the store's resourceVersion, and without
+/// uid and creationTimestamp, which the cloud gives it.
+fn create(base: ForwardedWrite, next: &Value) -> ForwardedWrite {
+    let mut body = next.clone();
+    let meta = metadata_mut(&mut body);
+    for field in ["resourceVersion", "uid", "creationTimestamp"] {
+        meta.remove(field);
+    }
+    ForwardedWrite {
+        verb: "create".into(),
+        name: String::new(),
+        content_type: Some("application/json".into()),
+        body: Some(body),
+        ..base
+    }
+}
+
+/// A merge patch of the lease fields a holder renews ([`RENEW_FIELDS`]), as `next` has them.
+fn renew_patch(before: &Value, next: &Value) -> Value {
+    let mut spec = serde_json::Map::new();
+    for field in RENEW_FIELDS {
+        let value = next["spec"].get(field).filter(|v| !v.is_null());
+        match value {
+            Some(v) => spec.insert(field.into(), v.clone()),
+            None if before["spec"].get(field).is_some() => spec.insert(field.into(), Value::Null),
+            None => None,
+        };
+    }
+    serde_json::json!({ "spec": spec })
 }
 
 /// `requested` with the identity of `current`: name, namespace, uid, creationTimestamp.

@@ -115,21 +115,26 @@ async fn offline_a_pod_status_patch_is_stored_here_and_queued_for_the_cloud() {
     let msg = beehive::codec::decode(&queued[0].payload).expect("a queued message");
     assert_eq!(
         (msg.router.operation.clone(), msg.resource()),
-        (Operation::Update, "default/pods/p")
+        (Operation::Patch, "default/pods/p")
     );
     let write: ForwardedWrite = serde_json::from_slice(&msg.content).expect("an envelope");
     assert_eq!(
         (write.method(), write.path().as_str()),
-        ("PUT", "/api/v1/namespaces/default/pods/p/status")
+        ("PATCH", "/api/v1/namespaces/default/pods/p/status")
     );
-    let body = write.body.expect("the object");
     assert_eq!(
-        body["metadata"].get("resourceVersion"),
-        None,
-        "applied unconditionally"
+        write.content_type.as_deref(),
+        Some("application/merge-patch+json")
     );
-    assert_eq!(body["metadata"]["uid"], "uid-p");
+    // What the client changed, unconditionally (no resourceVersion), and nothing else.
+    let body = write.body.expect("the patch");
+    assert_eq!(
+        body.get("metadata"),
+        None,
+        "labels and annotations unchanged"
+    );
     assert_eq!(body["status"]["phase"], "Running");
+    assert_eq!(body["status"]["podIP"], "10.0.0.7");
     assert!(edge.received().is_empty());
     edge.stop().await;
 }
@@ -268,5 +273,30 @@ async fn a_write_sent_without_an_answer_in_time_is_a_504_saying_it_may_still_com
     let e = api_error(pods.create(&PostParams::default(), &new).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (503, "ServiceUnavailable"));
     assert_eq!(edge.received().len(), 2, "offline, nothing is sent");
+    edge.stop().await;
+}
+
+#[tokio::test]
+async fn an_offline_status_write_is_never_stored_without_the_message_that_sends_it() {
+    // Nothing but lwproxy and the store: a write stored here must already carry its queued
+    // message, whatever happens to the process (or to metamanager) after that.
+    let node = Node::new();
+    let edge = node.start_without_metamanager().await;
+    edge.seed("pods", pod("p", "n1", "100")).await;
+    let pods: Api<Pod> = Api::namespaced(edge.client(), "default");
+    let patch = json!({"status": {"phase": "Running"}});
+    let answered = pods
+        .patch_status("p", &PatchParams::default(), &Patch::Merge(&patch))
+        .await;
+    let key = objstore::ObjKey::new("pods", "default", "p");
+    let held = edge.store.get(&key).await.unwrap().expect("held");
+    let stored = held.field("status.phase") == Some("Running");
+    let queued = edge.store.outbox_len().await.unwrap();
+    assert_eq!(
+        (stored, queued),
+        (true, 1),
+        "stored and queued together (answer: {answered:?})"
+    );
+    assert!(answered.is_ok());
     edge.stop().await;
 }

@@ -16,12 +16,12 @@ pub mod object;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use beehive::ErrorChain;
-use objstore::{Digest, InventoryFilter, Mutation, ObjKey, Store, StoredObject};
+use beehive::{ErrorChain, Message};
+use objstore::{Digest, Enqueue, InventoryFilter, Mutation, ObjKey, Store, StoredObject};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::object::Parsed;
+use crate::object::{Parsed, Target};
 
 pub use config::{Config, DatabaseConfig};
 pub use error::MetaError;
@@ -70,14 +70,20 @@ impl Handle {
         self.outbox_changed.notified().await
     }
 
-    /// The digest of what the node holds, for the reconnect resync.
+    /// The digest of [`Handle::inventory`], for the reconnect resync.
     pub async fn digest(&self) -> Result<Digest, MetaError> {
-        Ok(self.store.digest(InventoryFilter::default()).await?)
+        let held = self.inventory().await?;
+        Ok(Digest::of(held.iter().map(|(k, rv)| (k, rv.as_str()))))
     }
 
-    /// `(resource, namespace, name, cloud resourceVersion)` of everything held.
+    /// `(resource, namespace, name, cloud resourceVersion)` of everything held that came from
+    /// the cloud. An object made on this node (a Lease a kubelet created offline) has no cloud
+    /// resourceVersion until the cloud sends it back: it is left out, so the resync does not
+    /// remove it as something the cloud does not have while its create is still queued.
     pub async fn inventory(&self) -> Result<Vec<(objstore::ObjKey, String)>, MetaError> {
-        Ok(self.store.inventory(InventoryFilter::default()).await?)
+        let mut held = self.store.inventory(InventoryFilter::default()).await?;
+        held.retain(|(_, rv)| !rv.is_empty());
+        Ok(held)
     }
 
     /// Stores `value` as a change made on this node (lwproxy's offline status writes) and
@@ -99,29 +105,88 @@ impl Handle {
         let applied = self
             .store
             .mutate(key, move |current, revision| {
-                if current.map(|c| c.revision) != based_on {
-                    return Ok::<_, Infallible>((Mutation::Keep, false));
+                match local_change(current, based_on, value, &resource, revision) {
+                    Some(put) => Ok::<_, Infallible>((put, true)),
+                    None => Ok((Mutation::Keep, false)),
                 }
-                let (uid, cloud_rv) = match current {
-                    Some(held) => (held.uid.clone(), held.resource_version.clone()),
-                    None => (uid_of(&value), String::new()),
-                };
-                let parsed = Parsed {
-                    uid,
-                    resource_version: cloud_rv.clone(),
-                    value,
-                };
-                let object = parsed.into_new_object(&resource, &cloud_rv, revision);
-                Ok((Mutation::Put(object), true))
             })
             .await?;
         let Ok(applied) = applied;
         Ok(applied.object.filter(|_| applied.output))
     }
 
+    /// [`Handle::put_local`] and, in the same store transaction, `upstream` queued for the
+    /// cloud as metamanager queues an upstream write (coalesced with an unsent one for the same
+    /// operation and resource): the edge never holds the change without the message that sends
+    /// it, nor the reverse, whenever the process stops. Nothing is queued when nothing is
+    /// stored (`Ok(None)`: the object changed since `based_on`).
+    pub async fn put_local_and_queue(
+        &self,
+        key: ObjKey,
+        value: Value,
+        based_on: Option<u64>,
+        upstream: &Message,
+    ) -> Result<Option<Arc<StoredObject>>, MetaError> {
+        let entry = outbox_entry(upstream)?;
+        let resource = key.resource.clone();
+        let applied = self
+            .store
+            .mutate_and_queue(key, move |current, revision| {
+                match local_change(current, based_on, value, &resource, revision) {
+                    Some(put) => Ok::<_, Infallible>((put, true, Some(entry))),
+                    None => Ok((Mutation::Keep, false, None)),
+                }
+            })
+            .await?;
+        let Ok((applied, queued)) = applied;
+        if queued.is_some() {
+            self.notify_outbox();
+        }
+        Ok(applied.object.filter(|_| applied.output))
+    }
+
     pub(crate) fn notify_outbox(&self) {
         self.outbox_changed.notify_one();
     }
+}
+
+/// The put of a local change computed from revision `based_on`; `None` when the object is
+/// not at that revision any more.
+fn local_change(
+    current: Option<&StoredObject>,
+    based_on: Option<u64>,
+    value: Value,
+    resource: &str,
+    revision: u64,
+) -> Option<Mutation> {
+    if current.map(|c| c.revision) != based_on {
+        return None;
+    }
+    let (uid, cloud_rv) = match current {
+        Some(held) => (held.uid.clone(), held.resource_version.clone()),
+        None => (uid_of(&value), String::new()),
+    };
+    let parsed = Parsed {
+        uid,
+        resource_version: cloud_rv.clone(),
+        value,
+    };
+    Some(Mutation::Put(
+        parsed.into_new_object(resource, &cloud_rv, revision),
+    ))
+}
+
+/// The outbox entry of an upstream write: keyed by operation and resource (so a newer write of
+/// the same kind to the same object replaces an unsent one), the message made fire-and-forget
+/// (the local sender has its answer; the cloud acks the queued copy without a reply).
+pub(crate) fn outbox_entry(msg: &Message) -> Result<Enqueue, MetaError> {
+    Target::parse(msg.resource())?;
+    let mut queued = msg.clone();
+    queued.header.sync = false;
+    Ok(Enqueue {
+        key: format!("{}:{}", msg.operation(), msg.resource()),
+        payload: beehive::codec::encode(&queued).into(),
+    })
 }
 
 fn uid_of(value: &Value) -> String {
@@ -231,6 +296,60 @@ mod tests {
             upsert(Some(&stored), parsed(pod("7", "Running")), "pods", 9).1,
             Outcome::Applied
         );
+    }
+
+    fn status_message() -> Message {
+        Message::new()
+            .route(
+                "lwproxy",
+                "meta",
+                "default/pods/p",
+                beehive::Operation::Patch,
+            )
+            .with_content(b"{}".to_vec())
+    }
+
+    #[tokio::test]
+    async fn a_local_change_and_its_upstream_message_are_stored_together_or_not_at_all() {
+        let (_dir, h) = handle();
+        let held = from_cloud(&h, pod("100", "Pending")).await;
+        let mut msg = status_message();
+        msg.header.sync = true;
+        let stored = h
+            .put_local_and_queue(key(), pod("100", "Running"), Some(held.revision), &msg)
+            .await
+            .unwrap()
+            .expect("based on the held revision");
+        let entries = h.store().outbox_peek(10).await.unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].key, "patch:default/pods/p");
+        let queued: Message = beehive::codec::decode(&entries[0].payload).unwrap();
+        assert!(!queued.header.sync, "the queued copy is fire-and-forget");
+        assert_eq!(queued.resource(), "default/pods/p");
+        assert_eq!(stored.field("status.phase"), Some("Running"));
+
+        // Based on a revision that is gone: neither the object nor a message.
+        let stale = h
+            .put_local_and_queue(key(), pod("", "Failed"), Some(held.revision), &msg)
+            .await
+            .unwrap();
+        assert!(stale.is_none());
+        assert_eq!(h.store().outbox_peek(10).await.unwrap(), entries);
+        let now = h.store().get(&key()).await.unwrap().unwrap();
+        assert_eq!(now.field("status.phase"), Some("Running"));
+    }
+
+    #[tokio::test]
+    async fn an_object_made_here_is_not_in_the_inventory_the_resync_compares() {
+        let (_dir, h) = handle();
+        let mut made_here = pod("", "Running");
+        made_here["metadata"]["name"] = json!("q");
+        let q = ObjKey::new("pods", "default", "q");
+        h.put_local(q, made_here, None).await.unwrap().unwrap();
+        assert!(h.inventory().await.unwrap().is_empty());
+        assert!(h.digest().await.unwrap() == Digest::EMPTY);
+        from_cloud(&h, pod("100", "Pending")).await;
+        assert_eq!(h.inventory().await.unwrap(), [(key(), "100".to_owned())]);
     }
 
     fn parsed(obj: Value) -> Parsed {

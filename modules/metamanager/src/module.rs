@@ -165,15 +165,10 @@ impl MetaManager {
 
     /// Queues a local write for the cloud, coalesced with an unsent one for the same target.
     async fn enqueue_upstream(&self, msg: &Message) -> Result<Bytes, MetaError> {
-        Target::parse(msg.resource())?;
-        let key = format!("{}:{}", msg.operation(), msg.resource());
-        // The local sender has its answer (this one); the queued copy is fire-and-forget, so the
-        // cloud acks it without sending a reply back down.
-        let mut queued = msg.clone();
-        queued.header.sync = false;
+        let entry = crate::outbox_entry(msg)?;
         self.handle
             .store()
-            .outbox_put(key, beehive::codec::encode(&queued).into())
+            .outbox_put(entry.key, entry.payload)
             .await?;
         self.handle.notify_outbox();
         Ok(Bytes::new())

@@ -9,7 +9,7 @@
 
 use apimachinery::patch::{self, PatchError, PatchType};
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
-use apimachinery::{ApiError, ResourceInfo};
+use apimachinery::{ApiError, ResourceInfo, statuswrite};
 use bytes::Bytes;
 use objstore::Mutation;
 use serde_json::{Value, json};
@@ -188,16 +188,8 @@ fn merge(target: &Target, part: Part, current: &Value, body: Value) -> Result<Va
             }
             Ok(next)
         }
-        Part::Status => {
-            let mut next = current.clone();
-            meta::set_top(&mut next, "status", body.get("status").cloned());
-            if !target.info.custom {
-                // Built-in status writers (kubelet) also keep labels and annotations current.
-                meta::copy(&mut next, &body, "labels");
-                meta::copy(&mut next, &body, "annotations");
-            }
-            Ok(next)
-        }
+        // One rule with lwproxy's offline status writes.
+        Part::Status => Ok(statuswrite::apply(current, &body, target.info.custom)),
         Part::Finalize => {
             let mut next = current.clone();
             let finalizers = body

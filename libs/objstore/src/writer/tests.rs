@@ -72,3 +72,61 @@ async fn a_full_file_fails_writes_and_the_writer_takes_them_again_once_there_is_
         .unwrap();
     assert_eq!(kept.unwrap().output.as_deref(), Some("0"));
 }
+
+fn small(i: usize) -> NewObject {
+    NewObject {
+        value: Bytes::from_static(b"{}"),
+        ..object(i)
+    }
+}
+
+#[tokio::test]
+async fn a_change_and_its_outbox_entry_commit_together() {
+    let (_dir, store) = store();
+    let queued = store
+        .mutate_and_queue(key(1), |_, _| {
+            let entry = crate::Enqueue {
+                key: "update:p1".into(),
+                payload: Bytes::from_static(b"sent later"),
+            };
+            Ok::<_, Infallible>((Mutation::Put(small(1)), (), Some(entry)))
+        })
+        .await
+        .unwrap();
+    let Ok((applied, id)) = queued;
+    assert!(applied.object.is_some());
+    let entries = store.outbox_peek(10).await.unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(
+        (Some(entries[0].id), &entries[0].payload[..]),
+        (id, &b"sent later"[..])
+    );
+
+    // An outbox entry that does not fit fails the change with it.
+    store.set_max_page_count(1).await.unwrap();
+    let big = crate::Enqueue {
+        key: "update:p2".into(),
+        payload: Bytes::from(vec![b'x'; 256 * 1024]),
+    };
+    let failed = store
+        .mutate_and_queue(key(2), move |_, _| {
+            Ok::<_, Infallible>((Mutation::Put(small(2)), (), Some(big)))
+        })
+        .await;
+    assert!(failed.is_err(), "the batch cannot commit");
+    store.set_max_page_count(1 << 30).await.unwrap();
+    assert!(
+        store.get(&key(2)).await.unwrap().is_none(),
+        "no change without its entry"
+    );
+    assert_eq!(store.outbox_len().await.unwrap(), 1);
+
+    // A closure that refuses writes neither.
+    let refused = store
+        .mutate_and_queue(key(3), |_, _| Err::<(Mutation, (), _), _>("no"))
+        .await
+        .unwrap();
+    assert!(refused.is_err());
+    assert!(store.get(&key(3)).await.unwrap().is_none());
+    assert_eq!(store.outbox_len().await.unwrap(), 1);
+}

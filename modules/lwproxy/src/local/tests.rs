@@ -80,14 +80,16 @@ fn only_status_and_lease_writes_are_local() {
 }
 
 #[test]
-fn a_status_patch_changes_only_the_status() {
+fn a_status_patch_changes_what_it_changes_online_status_labels_and_annotations() {
     let patch = merge(
         json!({"metadata": {"uid": "u1", "labels": {"app": "db"}}, "spec": {"nodeName": "n2"}, "status": {"phase": "Running"}}),
     );
     let next = status_of("pods", &held(pod()), patch).unwrap();
     assert_eq!(next["status"]["phase"], "Running");
     assert_eq!(next["spec"]["nodeName"], "n1");
-    assert_eq!(next["metadata"]["labels"]["app"], "web");
+    assert_eq!(next["metadata"]["uid"], "u1");
+    // As the API applies a status write (apimachinery::statuswrite), online or offline.
+    assert_eq!(next["metadata"]["labels"]["app"], "db");
     assert_eq!(
         next["metadata"].get("resourceVersion"),
         None,
@@ -194,4 +196,113 @@ fn a_lease_is_created_here_without_a_uid_and_updated_keeping_its_identity() {
         next["metadata"]["creationTimestamp"],
         "2024-01-01T00:00:00Z"
     );
+}
+
+fn subject(info: &ResourceInfo) -> Subject<'_> {
+    Subject {
+        info,
+        namespace: "default",
+        name: "p",
+    }
+}
+
+#[test]
+fn a_queued_status_write_is_a_merge_patch_of_what_the_client_changed() {
+    let held = held(pod());
+    let mut obj = pod();
+    obj["status"] = json!({"phase": "Running"});
+    obj["spec"]["nodeName"] = json!("n2");
+    let info = info("pods");
+    let key = ObjKey::new("pods", "default", "p");
+    let next = next_object(
+        LocalWrite::Status,
+        &subject(&info),
+        Some(&held),
+        &Change::Update(obj),
+    )
+    .unwrap();
+    let write = upstream(
+        LocalWrite::Status,
+        &subject(&info),
+        &key,
+        Some(&held),
+        &next,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            write.verb.as_str(),
+            write.subresource.as_deref(),
+            write.name.as_str()
+        ),
+        ("patch", Some("status"), "p")
+    );
+    assert_eq!(
+        write.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    // Labels unchanged by the client: not in the patch, so a cloud change to them survives.
+    assert_eq!(write.body, Some(json!({"status": {"phase": "Running"}})));
+}
+
+fn lease(holder: &str, renew: &str) -> Value {
+    json!({
+        "kind": "Lease", "apiVersion": "coordination.k8s.io/v1",
+        "metadata": {"name": "p", "namespace": "default", "labels": {"from": "edge"}},
+        "spec": {"holderIdentity": holder, "renewTime": renew, "leaseDurationSeconds": 40},
+    })
+}
+
+#[test]
+fn a_queued_lease_renewal_patches_the_renew_fields_only() {
+    let held = held(lease("n1", "t1"));
+    let mut renewed = lease("n1", "t2");
+    renewed["metadata"]["labels"] = json!({"changed": "here"});
+    let info = info("leases");
+    let key = ObjKey::new("leases", "default", "p");
+    let write = upstream(
+        LocalWrite::Lease,
+        &subject(&info),
+        &key,
+        Some(&held),
+        &renewed,
+    )
+    .unwrap();
+    assert_eq!((write.verb.as_str(), write.subresource), ("patch", None));
+    assert_eq!(
+        write.body,
+        Some(
+            json!({"spec": {"holderIdentity": "n1", "renewTime": "t2", "leaseDurationSeconds": 40}})
+        )
+    );
+}
+
+#[test]
+fn a_lease_the_cloud_never_sent_is_queued_as_its_create() {
+    let info = info("leases");
+    let key = ObjKey::new("leases", "default", "p");
+    let mut made_here = lease("n1", "t1");
+    made_here["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+    for held in [
+        None,
+        Some(StoredObject {
+            resource_version: String::new(),
+            ..held(lease("n1", "t0"))
+        }),
+    ] {
+        let write = upstream(
+            LocalWrite::Lease,
+            &subject(&info),
+            &key,
+            held.as_ref(),
+            &made_here,
+        )
+        .unwrap();
+        assert_eq!((write.verb.as_str(), write.name.as_str()), ("create", ""));
+        assert_eq!(write.object_name(), "p");
+        let body = write.body.unwrap();
+        assert_eq!(body["spec"]["renewTime"], "t1");
+        assert!(body["metadata"].get("creationTimestamp").is_none());
+        assert!(body["metadata"].get("resourceVersion").is_none());
+    }
 }

@@ -88,6 +88,12 @@ impl Node {
         Edge::start(&self.db(), online, config).await
     }
 
+    /// An offline edge whose metamanager module never runs (as if the process stopped
+    /// before it took a message): only what lwproxy writes to the store itself happens.
+    pub async fn start_without_metamanager(&self) -> Edge {
+        Edge::start_modules(&self.db(), false, Edge::config(), false).await
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -105,6 +111,15 @@ impl Edge {
     }
 
     async fn start(db: &Path, online: bool, config: lwproxy::Config) -> Edge {
+        Edge::start_modules(db, online, config, true).await
+    }
+
+    async fn start_modules(
+        db: &Path,
+        online: bool,
+        config: lwproxy::Config,
+        with_metamanager: bool,
+    ) -> Edge {
         let store = Store::open(db, StoreConfig::default()).expect("the edge store opens");
         let meta = metamanager::Handle::new(store.clone());
         let state = if online {
@@ -120,7 +135,9 @@ impl Edge {
         let refusing = Arc::default();
         let answering = Arc::default();
         let mut runtime = Runtime::new();
-        runtime.register(MetaManager::new(metamanager::Config::default(), meta));
+        if with_metamanager {
+            runtime.register(MetaManager::new(metamanager::Config::default(), meta));
+        }
         runtime.register(proxy);
         runtime.register(Cloud {
             received: Arc::clone(&received),
@@ -203,6 +220,18 @@ impl Edge {
             .await
             .expect("metamanager answers");
         assert_eq!(resp.router.operation, Operation::Response, "{resp:?}");
+    }
+
+    /// Stores `obj` as the cloud's version straight into the store (no metamanager).
+    pub async fn seed(&self, resource: &str, obj: Value) {
+        let meta = &obj["metadata"];
+        let text = |k: &str| meta[k].as_str().unwrap_or_default().to_owned();
+        let key = objstore::ObjKey::new(resource, text("namespace"), text("name"));
+        let bytes = serde_json::to_vec(&obj).expect("JSON");
+        let parsed = metamanager::object::Parsed::from_json(resource, &bytes).expect("an object");
+        let rv = parsed.resource_version.clone();
+        let new = parsed.into_new_object(resource, &rv, self.store.revision() + 1);
+        self.store.put(key, new).await.expect("stored");
     }
 
     pub fn received(&self) -> Vec<Received> {
