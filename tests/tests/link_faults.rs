@@ -2,6 +2,7 @@
 //! a lossy or silent path, and peers that lie or break the protocol.
 
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use e2e::controller::Desired;
@@ -496,4 +497,132 @@ async fn handshakes_over_the_limit_wait_their_turn_and_are_refused_after_a_hands
         "{text}"
     );
     cloud.stop().await;
+}
+
+/// A cloud module that holds the one message it gets and answers it, once released, only after
+/// it has stopped: the answer comes while cloudcore shuts down.
+struct Holder {
+    held: Arc<std::sync::Mutex<Option<beehive::Message>>>,
+    got: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+    answered: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[beehive::async_trait]
+impl beehive::Module for Holder {
+    fn name(&self) -> &str {
+        "holder"
+    }
+
+    fn group(&self) -> &str {
+        "holder"
+    }
+
+    async fn run(
+        &self,
+        ctx: beehive::Context,
+        mailbox: &mut beehive::Mailbox,
+        shutdown: beehive::CancellationToken,
+    ) -> Result<(), beehive::ModuleError> {
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                m = mailbox.recv() => match m {
+                    Some(m) => {
+                        *self.held.lock().unwrap() = Some(m);
+                        self.got.notify_one();
+                    }
+                    None => break,
+                },
+            }
+        }
+        if let Some(msg) = self.held.lock().unwrap().take() {
+            let (release, answered) = (self.release.clone(), self.answered.clone());
+            tokio::spawn(async move {
+                release.notified().await;
+                answered.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = ctx.respond(msg.response("holder", "done"));
+            });
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_shutdown_waits_for_the_upstream_handler_in_flight() {
+    use std::sync::atomic::Ordering::SeqCst;
+
+    let pki = Pki::new();
+    let holder = Holder {
+        held: Default::default(),
+        got: Default::default(),
+        release: Default::default(),
+        answered: Default::default(),
+    };
+    let (got, release, answered) = (
+        holder.got.clone(),
+        holder.release.clone(),
+        holder.answered.clone(),
+    );
+    let mut config = e2e::cloud_config(&pki, Ports::default());
+    config.modules.edge_controller.enable = false;
+    let desired = Desired::new();
+    let extra: Vec<Arc<dyn beehive::Module>> = vec![
+        e2e::controller::Controller::module(desired.clone()),
+        Arc::new(holder),
+    ];
+    let shutdown = beehive::CancellationToken::new();
+    let running = cloudcore::start_with(config, shutdown.clone(), extra)
+        .await
+        .unwrap();
+    let addr = running.hub().unwrap().websocket_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(edge_config(
+        &pki.node("n1"),
+        addr,
+        Transport::WebSocket,
+        &dir.path().join("n1.db"),
+    ))
+    .await;
+    eventually("the edge is linked", CONVERGE, || async {
+        running.hub().unwrap().sessions() == 1
+    })
+    .await;
+
+    // An upstream request the holder keeps; the edge waits for its answer in the background.
+    let ask = beehive::Message::new()
+        .route(
+            "edged",
+            "holder",
+            "default/things/a",
+            beehive::Operation::Query,
+        )
+        .to("holder");
+    let ctx = edge.running.context();
+    let waiting = tokio::spawn(async move {
+        ctx.send_sync(edgehub::NAME, ask, Duration::from_secs(30))
+            .await
+    });
+    tokio::time::timeout(Duration::from_secs(10), got.notified())
+        .await
+        .expect("the request reached the holder");
+
+    // The cloud stops while the request is handled: the stop waits for its handler.
+    shutdown.cancel();
+    let mut stop = tokio::spawn(daemon::Core::from(running).stop());
+    let early = tokio::time::timeout(Duration::from_millis(500), &mut stop).await;
+    assert!(
+        early.is_err(),
+        "cloudcore stopped while an upstream handler was in flight"
+    );
+    release.notify_one();
+    let stuck = tokio::time::timeout(Duration::from_secs(10), stop)
+        .await
+        .expect("cloudcore stopped once the handler finished")
+        .unwrap();
+    assert!(answered.load(SeqCst));
+    assert!(stuck.is_empty(), "modules that did not stop: {stuck:?}");
+    waiting.abort();
+    edge.stop().await;
 }

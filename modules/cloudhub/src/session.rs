@@ -423,7 +423,8 @@ impl Session<'_> {
         let node = self.slot.name.clone();
         let timeout = self.shared.config.controller_timeout;
         let done = self.handled_tx.clone();
-        tokio::spawn(async move {
+        // Tracked: a shutdown waits for the handlers in flight (their messages were taken).
+        self.shared.tasks.spawn(async move {
             let outcome = handle_upstream(&ctx, &handler, &node, seq, msg, timeout).await;
             let _ = done.send(outcome);
         });

@@ -10,6 +10,7 @@ use beehive::{Context, Mailbox, Message, MsgId, Operation};
 use link::FrameSink;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use wire::{
     Frame, Hello, InventoryEntry, Keepalive, KeepaliveAction, KeepaliveConfig, Limits, Outbound,
     Pushed, Receiver, RecvConfig, WindowConfig,
@@ -115,7 +116,7 @@ pub(crate) async fn run(
             },
             now,
         ),
-        to_meta: spawn_forwarder(ctx.clone()),
+        to_meta: spawn_forwarder(ctx.clone(), &hub.tasks, shutdown.clone()),
         at_meta: HashMap::new(),
         taken: Taken::default(),
         requests: HashSet::new(),
@@ -465,12 +466,31 @@ impl Taken {
 }
 
 /// Hands downstream messages to metamanager in order, off the session loop, so the loop never
-/// waits on metamanager's mailbox (the window bounds how many are queued here).
-fn spawn_forwarder(ctx: Context) -> mpsc::UnboundedSender<Message> {
+/// waits on metamanager's mailbox (the window bounds how many are queued here). It runs under
+/// `tasks` until its session drops the sender or `shutdown` (what it has not handed over is not
+/// acked, so the cloud sends it again).
+fn spawn_forwarder(
+    ctx: Context,
+    tasks: &TaskTracker,
+    shutdown: CancellationToken,
+) -> mpsc::UnboundedSender<Message> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-    tokio::spawn(async move {
-        while let Some(msg) = rx.recv().await {
-            if let Err(e) = ctx.send(metamanager::NAME, msg).await {
+    tasks.spawn(async move {
+        loop {
+            let sent = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                msg = rx.recv() => match msg {
+                    Some(msg) => ctx.send(metamanager::NAME, msg),
+                    None => break,
+                },
+            };
+            let sent = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                sent = sent => sent,
+            };
+            if let Err(e) = sent {
                 tracing::error!(error = %e, "metamanager is gone; downstream message not applied");
             }
         }
@@ -576,6 +596,62 @@ mod tests {
             None,
             "the refused message was never sent"
         );
+    }
+
+    /// Stands in for metamanager and never reads its mailbox.
+    struct Stuck;
+
+    #[beehive::async_trait]
+    impl beehive::Module for Stuck {
+        fn name(&self) -> &str {
+            metamanager::NAME
+        }
+
+        fn group(&self) -> &str {
+            "meta"
+        }
+
+        async fn run(
+            &self,
+            _: Context,
+            _: &mut Mailbox,
+            shutdown: CancellationToken,
+        ) -> Result<(), beehive::ModuleError> {
+            shutdown.cancelled().await;
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_shutdown_wait_covers_a_forwarder_still_handing_messages_over() {
+        let modules = CancellationToken::new();
+        let mut runtime = beehive::Runtime::new().with_default_capacity(1);
+        runtime.register(Stuck);
+        let running = runtime.start(modules.clone()).unwrap();
+        let (tasks, shutdown) = (TaskTracker::new(), CancellationToken::new());
+        let to_meta = spawn_forwarder(running.context(), &tasks, shutdown.clone());
+        for n in 0..3 {
+            let msg = Message::new().route(
+                NAME,
+                "meta",
+                format!("default/pods/p{n}"),
+                Operation::Update,
+            );
+            to_meta.send(msg).unwrap();
+        }
+        drop(to_meta);
+        tasks.close();
+        let early = tokio::time::timeout(Duration::from_millis(300), tasks.wait()).await;
+        assert!(
+            early.is_err(),
+            "the wait ended while the forwarder was still sending"
+        );
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(5), tasks.wait())
+            .await
+            .expect("a shutdown ends the forwarder");
+        modules.cancel();
+        running.shutdown(Duration::from_secs(5)).await;
     }
 
     #[test]
