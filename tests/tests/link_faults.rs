@@ -228,6 +228,17 @@ async fn hello_as(
     cert_node: &str,
     claimed: &str,
 ) -> (wire::Frame, link::FrameSink, link::FrameChannel) {
+    hello_with_window(pki, addr, cert_node, claimed, 16).await
+}
+
+/// [`hello_as`] with the receive window the hello announces.
+async fn hello_with_window(
+    pki: &Pki,
+    addr: std::net::SocketAddr,
+    cert_node: &str,
+    claimed: &str,
+    recv_window: u32,
+) -> (wire::Frame, link::FrameSink, link::FrameChannel) {
     let conn = dial_ws(pki, addr, cert_node).await.unwrap();
     let (mut sink, stream) = conn.split();
     let mut frames = stream.into_channel(16);
@@ -237,7 +248,7 @@ async fn hello_as(
         inventory_digest: wire::Digest::EMPTY,
         limits: wire::Limits {
             max_frame: 1 << 20,
-            recv_window: 16,
+            recv_window,
         },
         resume: None,
     };
@@ -625,4 +636,74 @@ async fn a_cloud_shutdown_waits_for_the_upstream_handler_in_flight() {
     assert!(stuck.is_empty(), "modules that did not stop: {stuck:?}");
     waiting.abort();
     edge.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_that_finds_the_nodes_queue_full_is_delivered_once_there_is_room() {
+    let pki = Pki::new();
+    let cloud = e2e::cloud_with(&pki, Desired::new(), Ports::default(), |c| {
+        c.modules.cloud_hub.queue_capacity = 2;
+    })
+    .await;
+    let addr = cloud.addr(Transport::WebSocket);
+    // A node that takes one message at a time and acks only when the test says so.
+    let (welcome, mut sink, mut frames) = hello_with_window(&pki, addr, "n1", "n1", 1).await;
+    assert!(matches!(welcome, wire::Frame::Welcome(_)), "{welcome:?}");
+    let counters = || cloud.hub().node("n1").unwrap_or_default();
+    eventually("the node is connected", CONVERGE, || async {
+        counters().connected
+    })
+    .await;
+    cloud.desired.put_pod("n1", "p0", 1).await;
+    eventually("one pod in flight", CONVERGE, || async {
+        counters().in_flight == 1
+    })
+    .await;
+    cloud.desired.put_pod("n1", "p1", 2).await;
+    cloud.desired.put_pod("n1", "p2", 3).await;
+    eventually("the queue is full", CONVERGE, || async {
+        counters().queued == 2
+    })
+    .await;
+    assert_eq!(counters().dropped, 0);
+
+    // A request whose reply finds the queue full.
+    let mut ask =
+        beehive::Message::new().route("edged", "x", "default/things/a", beehive::Operation::Query);
+    ask.header.sync = true;
+    let ask_id = ask.id();
+    sink.send(&wire::Frame::Data {
+        seq: 1,
+        msg: Box::new(ask),
+    })
+    .await
+    .unwrap();
+    eventually("the request was handled", CONVERGE, || async {
+        !cloud.desired.upstream().is_empty()
+    })
+    .await;
+
+    // The node acks what it gets; the reply arrives among the pods.
+    let replied = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(frame)) = frames.recv().await {
+            match frame {
+                wire::Frame::Data { msg, .. } if msg.parent_id() == Some(ask_id) => return true,
+                wire::Frame::Data { seq, .. } => sink
+                    .send(&wire::Frame::Ack(wire::Ack {
+                        cumulative: seq,
+                        selective: vec![],
+                    }))
+                    .await
+                    .unwrap(),
+                wire::Frame::Ping { nonce } => {
+                    sink.send(&wire::Frame::Pong { nonce }).await.unwrap()
+                }
+                _ => {}
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(replied, Ok(true), "the reply never reached the node");
+    cloud.stop().await;
 }

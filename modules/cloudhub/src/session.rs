@@ -313,8 +313,13 @@ impl Session<'_> {
         // While the edge's inventory is on its way, hold data back: part of what is queued may
         // already be at the edge (committed but not acked before a drop), and the inventory
         // says which.
+        self.slot.admit_held_replies();
         if self.collector.is_none() {
             self.take_transmits(now);
+            // Room the transmits made goes to held replies first.
+            if self.slot.admit_held_replies() {
+                self.take_transmits(now);
+            }
         }
         if let Some(ack) = self.receiver.poll_ack(now) {
             self.batch.push(Frame::Ack(ack));
@@ -440,7 +445,13 @@ impl Session<'_> {
                     .map_err(|e| HubError::Protocol(e.to_string()))?;
                 if let Some(reply) = reply {
                     let key = format!("reply/{}", reply.id());
-                    let _ = self.shared.nodes.push(&self.slot.name, key, *reply);
+                    let held = self.shared.nodes.push_reply(&self.slot.name, key, *reply);
+                    if held > 0 {
+                        tracing::debug!(
+                            held,
+                            "downstream queue full; reply held until it has room"
+                        );
+                    }
                 }
             }
             Handled::Retry { seq } => {
@@ -503,8 +514,9 @@ impl Session<'_> {
                 let ob = self.slot.outbound.lock().expect("outbound lock poisoned");
                 ob.queue().pending(&key).is_some() || ob.queue().is_in_flight(&key)
             };
-            if !covered {
-                let _ = self.shared.nodes.push(&self.slot.name, key, msg);
+            if !covered && let Err(full) = self.shared.nodes.push(&self.slot.name, key, msg) {
+                // Counted, and the node is resynced again once this resync is done.
+                tracing::warn!(key = %full.key, "downstream queue full during a resync");
             }
         }
         self.progress = Some(ResyncProgress::new(&plan));
