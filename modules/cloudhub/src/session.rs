@@ -44,6 +44,9 @@ struct Session<'a> {
     progress: Option<ResyncProgress>,
     /// Ids queued before the digest was asked; dropped when the digests match.
     before_digest: Option<HashSet<MsgId>>,
+    /// The controller was asked for the node's digest: it counts the node as connected from
+    /// then on, so the end of the session is reported even if it never got to `connected`.
+    asked_digest: bool,
     batch: Vec<Frame>,
 }
 
@@ -200,6 +203,7 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
         collector: None,
         progress: None,
         before_digest: None,
+        asked_digest: false,
         batch: Vec::new(),
     };
     let result = Box::pin(session.open(&hello, session_id)).await;
@@ -223,6 +227,7 @@ impl Session<'_> {
             self.before_digest = Some(ob.queue().ids().collect());
         }
         self.slot.overflowed.store(false, Ordering::Release);
+        self.asked_digest = true;
         let desired = self
             .shared
             .desired_digest(self.ctx, &self.slot.name)
@@ -536,8 +541,11 @@ impl Session<'_> {
             .expect("outbound lock poisoned")
             .reset_for_new_session();
         self.slot.retire_bytes();
-        if self.slot.connected.swap(false, Ordering::AcqRel) {
+        let was_connected = self.slot.connected.swap(false, Ordering::AcqRel);
+        if was_connected {
             self.shared.sessions.fetch_sub(1, Ordering::Relaxed);
+        }
+        if was_connected || self.asked_digest {
             self.shared
                 .notify_controller(self.ctx, &self.slot.name, Operation::Disconnected);
         }
