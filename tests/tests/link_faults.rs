@@ -2,6 +2,7 @@
 //! a lossy or silent path, and peers that lie or break the protocol.
 
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use e2e::controller::Desired;
@@ -227,6 +228,17 @@ async fn hello_as(
     cert_node: &str,
     claimed: &str,
 ) -> (wire::Frame, link::FrameSink, link::FrameChannel) {
+    hello_with_window(pki, addr, cert_node, claimed, 16).await
+}
+
+/// [`hello_as`] with the receive window the hello announces.
+async fn hello_with_window(
+    pki: &Pki,
+    addr: std::net::SocketAddr,
+    cert_node: &str,
+    claimed: &str,
+    recv_window: u32,
+) -> (wire::Frame, link::FrameSink, link::FrameChannel) {
     let conn = dial_ws(pki, addr, cert_node).await.unwrap();
     let (mut sink, stream) = conn.split();
     let mut frames = stream.into_channel(16);
@@ -236,7 +248,7 @@ async fn hello_as(
         inventory_digest: wire::Digest::EMPTY,
         limits: wire::Limits {
             max_frame: 1 << 20,
-            recv_window: 16,
+            recv_window,
         },
         resume: None,
     };
@@ -495,5 +507,203 @@ async fn handshakes_over_the_limit_wait_their_turn_and_are_refused_after_a_hands
         text.contains("cloudhub_handshakes_refused_total 1"),
         "{text}"
     );
+    cloud.stop().await;
+}
+
+/// A cloud module that holds the one message it gets and answers it, once released, only after
+/// it has stopped: the answer comes while cloudcore shuts down.
+struct Holder {
+    held: Arc<std::sync::Mutex<Option<beehive::Message>>>,
+    got: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+    answered: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[beehive::async_trait]
+impl beehive::Module for Holder {
+    fn name(&self) -> &str {
+        "holder"
+    }
+
+    fn group(&self) -> &str {
+        "holder"
+    }
+
+    async fn run(
+        &self,
+        ctx: beehive::Context,
+        mailbox: &mut beehive::Mailbox,
+        shutdown: beehive::CancellationToken,
+    ) -> Result<(), beehive::ModuleError> {
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                m = mailbox.recv() => match m {
+                    Some(m) => {
+                        *self.held.lock().unwrap() = Some(m);
+                        self.got.notify_one();
+                    }
+                    None => break,
+                },
+            }
+        }
+        if let Some(msg) = self.held.lock().unwrap().take() {
+            let (release, answered) = (self.release.clone(), self.answered.clone());
+            tokio::spawn(async move {
+                release.notified().await;
+                answered.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = ctx.respond(msg.response("holder", "done"));
+            });
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_shutdown_waits_for_the_upstream_handler_in_flight() {
+    use std::sync::atomic::Ordering::SeqCst;
+
+    let pki = Pki::new();
+    let holder = Holder {
+        held: Default::default(),
+        got: Default::default(),
+        release: Default::default(),
+        answered: Default::default(),
+    };
+    let (got, release, answered) = (
+        holder.got.clone(),
+        holder.release.clone(),
+        holder.answered.clone(),
+    );
+    let mut config = e2e::cloud_config(&pki, Ports::default());
+    config.modules.edge_controller.enable = false;
+    let desired = Desired::new();
+    let extra: Vec<Arc<dyn beehive::Module>> = vec![
+        e2e::controller::Controller::module(desired.clone()),
+        Arc::new(holder),
+    ];
+    let shutdown = beehive::CancellationToken::new();
+    let running = cloudcore::start_with(config, shutdown.clone(), extra)
+        .await
+        .unwrap();
+    let addr = running.hub().unwrap().websocket_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge(edge_config(
+        &pki.node("n1"),
+        addr,
+        Transport::WebSocket,
+        &dir.path().join("n1.db"),
+    ))
+    .await;
+    eventually("the edge is linked", CONVERGE, || async {
+        running.hub().unwrap().sessions() == 1
+    })
+    .await;
+
+    // An upstream request the holder keeps; the edge waits for its answer in the background.
+    let ask = beehive::Message::new()
+        .route(
+            "edged",
+            "holder",
+            "default/things/a",
+            beehive::Operation::Query,
+        )
+        .to("holder");
+    let ctx = edge.running.context();
+    let waiting = tokio::spawn(async move {
+        ctx.send_sync(edgehub::NAME, ask, Duration::from_secs(30))
+            .await
+    });
+    tokio::time::timeout(Duration::from_secs(10), got.notified())
+        .await
+        .expect("the request reached the holder");
+
+    // The cloud stops while the request is handled: the stop waits for its handler.
+    shutdown.cancel();
+    let mut stop = tokio::spawn(daemon::Core::from(running).stop());
+    let early = tokio::time::timeout(Duration::from_millis(500), &mut stop).await;
+    assert!(
+        early.is_err(),
+        "cloudcore stopped while an upstream handler was in flight"
+    );
+    release.notify_one();
+    let stuck = tokio::time::timeout(Duration::from_secs(10), stop)
+        .await
+        .expect("cloudcore stopped once the handler finished")
+        .unwrap();
+    assert!(answered.load(SeqCst));
+    assert!(stuck.is_empty(), "modules that did not stop: {stuck:?}");
+    waiting.abort();
+    edge.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_that_finds_the_nodes_queue_full_is_delivered_once_there_is_room() {
+    let pki = Pki::new();
+    let cloud = e2e::cloud_with(&pki, Desired::new(), Ports::default(), |c| {
+        c.modules.cloud_hub.queue_capacity = 2;
+    })
+    .await;
+    let addr = cloud.addr(Transport::WebSocket);
+    // A node that takes one message at a time and acks only when the test says so.
+    let (welcome, mut sink, mut frames) = hello_with_window(&pki, addr, "n1", "n1", 1).await;
+    assert!(matches!(welcome, wire::Frame::Welcome(_)), "{welcome:?}");
+    let counters = || cloud.hub().node("n1").unwrap_or_default();
+    eventually("the node is connected", CONVERGE, || async {
+        counters().connected
+    })
+    .await;
+    cloud.desired.put_pod("n1", "p0", 1).await;
+    eventually("one pod in flight", CONVERGE, || async {
+        counters().in_flight == 1
+    })
+    .await;
+    cloud.desired.put_pod("n1", "p1", 2).await;
+    cloud.desired.put_pod("n1", "p2", 3).await;
+    eventually("the queue is full", CONVERGE, || async {
+        counters().queued == 2
+    })
+    .await;
+    assert_eq!(counters().dropped, 0);
+
+    // A request whose reply finds the queue full.
+    let mut ask =
+        beehive::Message::new().route("edged", "x", "default/things/a", beehive::Operation::Query);
+    ask.header.sync = true;
+    let ask_id = ask.id();
+    sink.send(&wire::Frame::Data {
+        seq: 1,
+        msg: Box::new(ask),
+    })
+    .await
+    .unwrap();
+    eventually("the request was handled", CONVERGE, || async {
+        !cloud.desired.upstream().is_empty()
+    })
+    .await;
+
+    // The node acks what it gets; the reply arrives among the pods.
+    let replied = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(frame)) = frames.recv().await {
+            match frame {
+                wire::Frame::Data { msg, .. } if msg.parent_id() == Some(ask_id) => return true,
+                wire::Frame::Data { seq, .. } => sink
+                    .send(&wire::Frame::Ack(wire::Ack {
+                        cumulative: seq,
+                        selective: vec![],
+                    }))
+                    .await
+                    .unwrap(),
+                wire::Frame::Ping { nonce } => {
+                    sink.send(&wire::Frame::Pong { nonce }).await.unwrap()
+                }
+                _ => {}
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(replied, Ok(true), "the reply never reached the node");
     cloud.stop().await;
 }

@@ -19,7 +19,8 @@
 //!   `<namespace>/<resource>/<name>`) that bring the edge to the desired state.
 //!
 //! Equal digests at connect mean nothing is sent at all; otherwise only the differences are. It
-//! also receives `connected` / `disconnected` events (resource `node/<node>`). Without a
+//! also receives `connected` / `disconnected` events (resource `node/<node>`); a session that
+//! asked for the digest reports `disconnected` when it ends, even if it never got to `connected`. Without a
 //! controller module there is no resync: queued messages are simply delivered.
 #![forbid(unsafe_code)]
 

@@ -1,6 +1,7 @@
 //! Per-node state that outlives sessions: the downstream queue and window, the live session,
 //! and counters.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -35,6 +36,9 @@ pub(crate) struct NodeSlot {
     pub stats: NodeStats,
     /// Byte counters of the live session.
     pub live_bytes: Mutex<Option<link::ByteCounters>>,
+    /// Replies to the node's requests that found its queue full, oldest first: they join the
+    /// queue as soon as it has room (a reply is never dropped; a resync would not restore it).
+    pub held_replies: Mutex<VecDeque<(String, Message)>>,
 }
 
 /// Counters of one node.
@@ -87,6 +91,18 @@ impl Nodes {
         self.map.iter().map(|e| e.value().clone()).collect()
     }
 
+    /// Queues a reply for `node` under `key`, after the replies already held; one that finds
+    /// the queue full is held until it has room (see [`NodeSlot::held_replies`]). Returns how
+    /// many replies are held now.
+    pub fn push_reply(&self, node: &str, key: String, msg: Message) -> usize {
+        let slot = self.slot(node);
+        let mut held = slot.held_replies.lock().expect("replies lock poisoned");
+        held.push_back((key, msg));
+        slot.admit(&mut held);
+        slot.wake.notify_one();
+        held.len()
+    }
+
     /// Queues a downstream message for `node` under `key` and wakes its session.
     pub fn push(&self, node: &str, key: String, msg: Message) -> Result<(), QueueFull> {
         let slot = self.slot(node);
@@ -124,7 +140,30 @@ impl NodeSlot {
             connected: AtomicBool::new(false),
             stats: NodeStats::default(),
             live_bytes: Mutex::new(None),
+            held_replies: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Moves held replies into the queue while it has room; true if any moved.
+    pub fn admit_held_replies(&self) -> bool {
+        let mut held = self.held_replies.lock().expect("replies lock poisoned");
+        self.admit(&mut held)
+    }
+
+    fn admit(&self, held: &mut VecDeque<(String, Message)>) -> bool {
+        if held.is_empty() {
+            return false;
+        }
+        let mut ob = self.outbound.lock().expect("outbound lock poisoned");
+        let mut moved = false;
+        while let Some((key, msg)) = held.pop_front() {
+            if let Err(full) = ob.push(key, msg) {
+                held.push_front((full.key, *full.msg));
+                break;
+            }
+            moved = true;
+        }
+        moved
     }
 
     /// Frame bytes sent and received over all sessions, the live one included.

@@ -44,6 +44,9 @@ struct Session<'a> {
     progress: Option<ResyncProgress>,
     /// Ids queued before the digest was asked; dropped when the digests match.
     before_digest: Option<HashSet<MsgId>>,
+    /// The controller was asked for the node's digest: it counts the node as connected from
+    /// then on, so the end of the session is reported even if it never got to `connected`.
+    asked_digest: bool,
     batch: Vec<Frame>,
 }
 
@@ -200,6 +203,7 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
         collector: None,
         progress: None,
         before_digest: None,
+        asked_digest: false,
         batch: Vec::new(),
     };
     let result = Box::pin(session.open(&hello, session_id)).await;
@@ -223,6 +227,7 @@ impl Session<'_> {
             self.before_digest = Some(ob.queue().ids().collect());
         }
         self.slot.overflowed.store(false, Ordering::Release);
+        self.asked_digest = true;
         let desired = self
             .shared
             .desired_digest(self.ctx, &self.slot.name)
@@ -313,8 +318,13 @@ impl Session<'_> {
         // While the edge's inventory is on its way, hold data back: part of what is queued may
         // already be at the edge (committed but not acked before a drop), and the inventory
         // says which.
+        self.slot.admit_held_replies();
         if self.collector.is_none() {
             self.take_transmits(now);
+            // Room the transmits made goes to held replies first.
+            if self.slot.admit_held_replies() {
+                self.take_transmits(now);
+            }
         }
         if let Some(ack) = self.receiver.poll_ack(now) {
             self.batch.push(Frame::Ack(ack));
@@ -423,7 +433,8 @@ impl Session<'_> {
         let node = self.slot.name.clone();
         let timeout = self.shared.config.controller_timeout;
         let done = self.handled_tx.clone();
-        tokio::spawn(async move {
+        // Tracked: a shutdown waits for the handlers in flight (their messages were taken).
+        self.shared.tasks.spawn(async move {
             let outcome = handle_upstream(&ctx, &handler, &node, seq, msg, timeout).await;
             let _ = done.send(outcome);
         });
@@ -439,7 +450,13 @@ impl Session<'_> {
                     .map_err(|e| HubError::Protocol(e.to_string()))?;
                 if let Some(reply) = reply {
                     let key = format!("reply/{}", reply.id());
-                    let _ = self.shared.nodes.push(&self.slot.name, key, *reply);
+                    let held = self.shared.nodes.push_reply(&self.slot.name, key, *reply);
+                    if held > 0 {
+                        tracing::debug!(
+                            held,
+                            "downstream queue full; reply held until it has room"
+                        );
+                    }
                 }
             }
             Handled::Retry { seq } => {
@@ -502,8 +519,9 @@ impl Session<'_> {
                 let ob = self.slot.outbound.lock().expect("outbound lock poisoned");
                 ob.queue().pending(&key).is_some() || ob.queue().is_in_flight(&key)
             };
-            if !covered {
-                let _ = self.shared.nodes.push(&self.slot.name, key, msg);
+            if !covered && let Err(full) = self.shared.nodes.push(&self.slot.name, key, msg) {
+                // Counted, and the node is resynced again once this resync is done.
+                tracing::warn!(key = %full.key, "downstream queue full during a resync");
             }
         }
         self.progress = Some(ResyncProgress::new(&plan));
@@ -523,8 +541,11 @@ impl Session<'_> {
             .expect("outbound lock poisoned")
             .reset_for_new_session();
         self.slot.retire_bytes();
-        if self.slot.connected.swap(false, Ordering::AcqRel) {
+        let was_connected = self.slot.connected.swap(false, Ordering::AcqRel);
+        if was_connected {
             self.shared.sessions.fetch_sub(1, Ordering::Relaxed);
+        }
+        if was_connected || self.asked_digest {
             self.shared
                 .notify_controller(self.ctx, &self.slot.name, Operation::Disconnected);
         }

@@ -8,6 +8,14 @@
 //! (lwproxy's forwarded REST writes) are authorized for the sending node ([`authz`]) and
 //! replayed against the API, whose answer goes back unchanged; refusals are logged and answered
 //! with the API's `Status`. A node that connects without a Node gets one, with the edge label.
+//!
+//! An edge node is a node whose Node carries the edge label or that holds an authenticated
+//! session with cloudhub (cloudhub's digest question and its `connected` / `disconnected`
+//! events tell which): a Node deleted and registered again by the kubelet through lwproxy,
+//! without the label, is still served. A node that loses the label stays served while connected
+//! and is resynced when it connects again; it is not wiped (see [`state`] for the whole rule). A
+//! connected node that is not served (it has no Node) is logged. Messages whose resource does not
+//! start with `node/<node>` are refused and logged: the node name is never guessed.
 #![forbid(unsafe_code)]
 
 mod authz;
@@ -170,7 +178,7 @@ impl Module for EdgeController {
                 _ = &mut cancelled => break,
                 Some(event) = events.recv() => run.on_watch(event).await,
                 m = mailbox.recv() => match m {
-                    Some(msg) => run.on_message(msg),
+                    Some(msg) => run.on_message(msg).await,
                     None => break,
                 },
             }
@@ -194,6 +202,10 @@ impl Run<'_> {
 
     async fn on_watch(&mut self, event: WatchEvent) {
         let was_ready = self.ready();
+        let deleted_node = match &event {
+            WatchEvent::Delete(key) => key.strip_prefix("nodes//").map(str::to_owned),
+            _ => None,
+        };
         let out = match event {
             WatchEvent::Apply(obj) => self.state.apply(obj),
             WatchEvent::Delete(key) => self.state.delete(&key),
@@ -212,12 +224,12 @@ impl Run<'_> {
             }
             return;
         }
-        for o in out {
-            let msg = self.downstream(&o);
-            if self.ctx.send(cloudhub::NAME, msg).await.is_err() {
-                tracing::warn!("cloudhub is gone; desired state not delivered");
-            }
+        if let Some(node) = deleted_node
+            && self.state.unserved(&node)
+        {
+            tracing::warn!(node_id = %node, "the Node of a connected node was deleted; nothing is sent to it until its Node exists again");
         }
+        self.send_all(out).await;
     }
 
     async fn became_ready(&mut self) {
@@ -226,6 +238,14 @@ impl Run<'_> {
             "every watch listed; answering resyncs"
         );
         self.ctl.ready.send_replace(true);
+        if let Some(hub) = &self.ctl.hub {
+            for node in self.state.node_names() {
+                if hub.node(&node).is_some_and(|c| c.connected) {
+                    // Their whole desired state is sent below.
+                    let _ = self.state.connect(&node);
+                }
+            }
+        }
         // Nodes already past their resync were synced by an earlier run of this module.
         let synced: Vec<String> = match &self.ctl.hub {
             Some(hub) => self
@@ -237,7 +257,7 @@ impl Run<'_> {
             None => Vec::new(),
         };
         for msg in std::mem::take(&mut self.parked) {
-            self.on_message(msg);
+            Box::pin(self.on_message(msg)).await;
         }
         for node in synced {
             tracing::info!(node_id = %node, "sending a connected node its whole desired state after a restart");
@@ -250,13 +270,22 @@ impl Run<'_> {
         }
     }
 
-    fn on_message(&mut self, msg: Message) {
-        let mut parts = msg.resource().splitn(3, '/');
-        let node = parts.nth(1).unwrap_or("").to_owned();
-        let what = parts.next().unwrap_or("");
+    async fn on_message(&mut self, msg: Message) {
+        let Some((node, what)) = node_of(msg.resource()) else {
+            tracing::warn!(resource = msg.resource(), operation = %msg.operation(), "message without a node/<name>/ resource ignored");
+            let text = format!(
+                "edgecontroller expects node/<node>/..., got {}",
+                msg.resource()
+            );
+            return self.respond(&msg, msg.error_response(NAME, text));
+        };
+        let node = node.to_owned();
         match (msg.operation(), what) {
             (Operation::Query, "digest" | "resync") if !self.ready() => self.parked.push(msg),
             (Operation::Query, "digest") => {
+                // Only a session cloudhub admitted asks: the node is an edge node from now on.
+                // What it should hold reaches it through the resync this digest starts.
+                let _ = self.state.connect(&node);
                 let digest = self.state.digest(&node).to_bytes().to_vec();
                 self.respond(&msg, msg.response(NAME, digest));
             }
@@ -264,14 +293,34 @@ impl Run<'_> {
                 let reply = self.resync(&node, &msg);
                 self.respond(&msg, reply);
             }
-            (Operation::Connected, _) => self.register(&node),
-            (Operation::Disconnected, _) => {}
+            (Operation::Connected, "") => self.connected(&node).await,
+            (Operation::Disconnected, "") => self.state.disconnect(&node),
             (Operation::Insert | Operation::Update | Operation::Patch | Operation::Delete, _) => {
                 self.write(&node, msg)
             }
             (op, _) => {
                 let text = format!("edgecontroller does not handle {op} {}", msg.resource());
                 self.respond(&msg, msg.error_response(NAME, text));
+            }
+        }
+    }
+
+    /// A node's session is up: it is served (if its Node exists), and registered if it has none.
+    async fn connected(&mut self, node: &str) {
+        let out = self.state.connect(node);
+        self.send_all(out).await;
+        if self.state.unserved(node) {
+            tracing::warn!(node_id = %node, "a connected node has no Node; nothing is sent to it until its Node exists");
+        }
+        self.register(node);
+    }
+
+    async fn send_all(&self, out: Vec<Out>) {
+        for o in out {
+            let msg = self.downstream(&o);
+            if self.ctx.send(cloudhub::NAME, msg).await.is_err() {
+                tracing::warn!("cloudhub is gone; desired state not delivered");
+                return;
             }
         }
     }
@@ -511,8 +560,35 @@ fn delete_by_key(key: &str) -> Message {
         .with_content(identity.to_string())
 }
 
+/// `node/<node>/<what>` or `node/<node>` → (`node`, `what`); `None` without the prefix or a
+/// node name.
+fn node_of(resource: &str) -> Option<(&str, &str)> {
+    let rest = resource.strip_prefix("node/")?;
+    let (node, what) = rest.split_once('/').unwrap_or((rest, ""));
+    (!node.is_empty()).then_some((node, what))
+}
+
 fn reply_message(request: &Message, reply: &ForwardedReply) -> Message {
     // Serializing a reply cannot fail.
     let content = serde_json::to_vec(reply).expect("a reply serializes");
     request.response(NAME, content)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resource_without_the_node_prefix_names_no_node() {
+        assert_eq!(node_of("node/n1/digest"), Some(("n1", "digest")));
+        assert_eq!(node_of("node/n1"), Some(("n1", "")));
+        assert_eq!(
+            node_of("node/n1/default/pods/a"),
+            Some(("n1", "default/pods/a"))
+        );
+        assert_eq!(node_of("default/pods/a"), None);
+        assert_eq!(node_of("nodes/n1/digest"), None);
+        assert_eq!(node_of("node//digest"), None);
+        assert_eq!(node_of(""), None);
+    }
 }

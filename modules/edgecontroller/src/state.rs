@@ -5,6 +5,20 @@
 //! serviceaccounts those pods reference ([`apimachinery::podrefs`]) (counted per node, so an object shared by two pods
 //! leaves only with the last one), and every global object (services, endpointslices, cluster
 //! objects a kubelet reads).
+//!
+//! # Who is an edge node
+//!
+//! A node is served (is an edge node) while its Node exists and either carries the edge label
+//! ([`EDGE_LABEL`]) or the node holds an authenticated session with cloudhub ([`State::connect`]):
+//! a kubelet that registers its Node again through lwproxy may not set node-role labels on
+//! itself, and its session proves it is an edge node anyway.
+//!
+//! A node that loses the label while connected stays served, as KubeEdge users expect of a node
+//! that is connected to cloudhub. One that loses it while disconnected (or disconnects without
+//! it) stops being served: nothing is queued for it and nothing is deleted at the edge (an
+//! edge keeps serving what it holds while it is away); if it connects again, the session's resync
+//! brings it to its desired state like any reconnect. A deleted Node takes only the Node away
+//! from the edge; the rest follows once the node is served again, or stays until then.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -56,6 +70,8 @@ pub(crate) struct State {
     kinds: Vec<Kind>,
     objects: HashMap<String, Arc<Obj>>,
     edge: BTreeSet<String>,
+    /// Nodes holding a session with cloudhub.
+    connected: BTreeSet<String>,
     pods_on: HashMap<String, BTreeSet<String>>,
     /// node → referenced key → how many of its pods reference it.
     node_refs: HashMap<String, HashMap<String, u32>>,
@@ -124,6 +140,7 @@ impl State {
             kinds,
             objects: HashMap::new(),
             edge: BTreeSet::new(),
+            connected: BTreeSet::new(),
             pods_on: HashMap::new(),
             node_refs: HashMap::new(),
             ref_nodes: HashMap::new(),
@@ -153,6 +170,53 @@ impl State {
     /// The edge nodes.
     pub fn edge_nodes(&self) -> impl Iterator<Item = &str> {
         self.edge.iter().map(String::as_str)
+    }
+
+    /// Node `node` holds a session: it is served if its Node exists (see the module doc). Returns
+    /// what a node that just became served should hold.
+    pub fn connect(&mut self, node: &str) -> Vec<Out> {
+        if !self.connected.insert(node.to_owned()) || self.edge.contains(node) {
+            return Vec::new();
+        }
+        if !self
+            .objects
+            .contains_key(&wire::object_key("nodes", None, node))
+        {
+            return Vec::new();
+        }
+        self.edge.insert(node.to_owned());
+        self.desired(node)
+            .into_iter()
+            .map(|o| Out::Upsert(node.to_owned(), o))
+            .collect()
+    }
+
+    /// Node `node` lost its session: without the label it is no longer served (nothing is sent
+    /// or deleted; its next session resyncs it).
+    pub fn disconnect(&mut self, node: &str) {
+        self.connected.remove(node);
+        let key = wire::object_key("nodes", None, node);
+        let labelled = self
+            .objects
+            .get(&key)
+            .is_some_and(|o| matches!(o.info, Info::Node { edge: true }));
+        if !labelled {
+            self.edge.remove(node);
+        }
+    }
+
+    /// True when `node` holds a session but is not served (it has no Node).
+    pub fn unserved(&self, node: &str) -> bool {
+        self.connected.contains(node) && !self.edge.contains(node)
+    }
+
+    /// The names of the Nodes that exist.
+    pub fn node_names(&self) -> Vec<String> {
+        self.objects
+            .values()
+            .filter(|o| matches!(o.info, Info::Node { .. }))
+            .map(|o| o.name.clone())
+            .collect()
     }
 
     /// An object was added or changed.
@@ -326,7 +390,8 @@ impl State {
     }
 
     fn node_changed(&mut self, obj: &Arc<Obj>, out: &mut Vec<Out>) {
-        let is_edge = matches!(obj.info, Info::Node { edge: true });
+        let is_edge =
+            matches!(obj.info, Info::Node { edge: true }) || self.connected.contains(&obj.name);
         let was_edge = self.edge.contains(&obj.name);
         match (was_edge, is_edge) {
             (false, true) => {

@@ -20,6 +20,7 @@ use beehive::{Context, Mailbox, Message, Module, ModuleError, RestartPolicy};
 use link::ClientTls;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use config::{Config, Servers, Transport};
 pub use error::HubError;
@@ -47,6 +48,8 @@ pub struct EdgeHub {
     meta: metamanager::Handle,
     state: watch::Sender<LinkState>,
     stats: Arc<Stats>,
+    /// The sessions' helper tasks (the forwarder to metamanager): a shutdown waits for them.
+    tasks: TaskTracker,
 }
 
 /// A handle on edgehub for the daemon and tests.
@@ -111,6 +114,7 @@ impl EdgeHub {
                 meta,
                 state,
                 stats,
+                tasks: TaskTracker::new(),
             },
             handle,
         ))
@@ -166,6 +170,22 @@ impl Module for EdgeHub {
         mailbox: &mut Mailbox,
         shutdown: CancellationToken,
     ) -> Result<(), ModuleError> {
+        self.tasks.reopen();
+        let ended = self.serve(ctx, mailbox, &shutdown).await;
+        self.tasks.close();
+        self.tasks.wait().await;
+        ended
+    }
+}
+
+impl EdgeHub {
+    /// Dials, runs sessions and reconnects until shutdown.
+    async fn serve(
+        &self,
+        ctx: Context,
+        mailbox: &mut Mailbox,
+        shutdown: &CancellationToken,
+    ) -> Result<(), ModuleError> {
         let (_, servers, _, _) = self.config.endpoints();
         let mut attempt = 0u32;
         for server in servers.iter().cycle() {
@@ -195,7 +215,7 @@ impl Module for EdgeHub {
                 }
             };
             self.stats.connects.fetch_add(1, Ordering::Relaxed);
-            let ended = session::run(self, &ctx, mailbox, &shutdown, established, server).await;
+            let ended = session::run(self, &ctx, mailbox, shutdown, established, server).await;
             self.state.send_replace(LinkState::Disconnected);
             match ended {
                 Err(HubError::Shutdown) => return Ok(()),

@@ -10,9 +10,10 @@ use beehive::{Context, Mailbox, Message, MsgId, Operation};
 use link::FrameSink;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use wire::{
     Frame, Hello, InventoryEntry, Keepalive, KeepaliveAction, KeepaliveConfig, Limits, Outbound,
-    Receiver, RecvConfig, WindowConfig,
+    Pushed, Receiver, RecvConfig, WindowConfig,
 };
 
 use crate::{EdgeHub, HubError, LinkState, NAME};
@@ -115,10 +116,9 @@ pub(crate) async fn run(
             },
             now,
         ),
-        to_meta: spawn_forwarder(ctx.clone()),
+        to_meta: spawn_forwarder(ctx.clone(), &hub.tasks, shutdown.clone()),
         at_meta: HashMap::new(),
-        outbox_sent: HashMap::new(),
-        outbox_ids: HashSet::new(),
+        taken: Taken::default(),
         requests: HashSet::new(),
         bucket: TokenBucket::new(hub.config.message_qps, hub.config.message_burst, now),
         outbox_dirty: true,
@@ -149,16 +149,23 @@ struct Session<'a> {
     to_meta: mpsc::UnboundedSender<Message>,
     /// Downstream messages handed to metamanager, by id, with their seq.
     at_meta: HashMap<MsgId, u64>,
-    /// Upstream messages from the outbox, by id, with their outbox entry id.
-    outbox_sent: HashMap<MsgId, u64>,
-    /// Outbox entry ids taken this session.
-    outbox_ids: HashSet<u64>,
+    /// Outbox entries taken this session.
+    taken: Taken,
     /// Sync requests from local modules waiting for the cloud's reply.
     requests: HashSet<MsgId>,
     bucket: TokenBucket,
     outbox_dirty: bool,
     peer_max_frame: usize,
     batch: Vec<Frame>,
+}
+
+/// The outbox entries a session took into its upstream queue (until the cloud acks them).
+#[derive(Default)]
+struct Taken {
+    /// Upstream messages from the outbox, by id, with their outbox entry id.
+    sent: HashMap<MsgId, u64>,
+    /// Outbox entry ids taken.
+    ids: HashSet<u64>,
 }
 
 // === impl Session ===
@@ -253,20 +260,28 @@ impl Session<'_> {
             .hub
             .meta
             .store()
-            .outbox_peek(tokens + self.outbox_ids.len())
+            .outbox_peek(tokens + self.taken.ids.len())
             .await?;
         let fresh: Vec<_> = entries
             .into_iter()
-            .filter(|e| !self.outbox_ids.contains(&e.id))
+            .filter(|e| !self.taken.ids.contains(&e.id))
             .collect();
         self.outbox_dirty = fresh.len() >= tokens;
         self.bucket.give_back(tokens.saturating_sub(fresh.len()));
+        let mut left = fresh.len().min(tokens);
         for entry in fresh.into_iter().take(tokens) {
+            left -= 1;
             match beehive::codec::decode(&entry.payload) {
                 Ok(msg) => {
-                    self.outbox_sent.insert(msg.id(), entry.id);
-                    self.outbox_ids.insert(entry.id);
-                    let _ = self.outbound.push(entry.key, msg);
+                    if !self
+                        .taken
+                        .take(&mut self.outbound, entry.id, entry.key, msg)
+                    {
+                        // Left untaken: a later refill, once the queue has room, takes it.
+                        self.outbox_dirty = true;
+                        self.bucket.give_back(left + 1);
+                        break;
+                    }
                 }
                 Err(e) => {
                     tracing::error!(outbox_id = entry.id, error = %e, "undecodable outbox entry dropped");
@@ -355,12 +370,9 @@ impl Session<'_> {
             .fetch_add(acked.len() as u64, Ordering::Relaxed);
         let done: Vec<u64> = acked
             .iter()
-            .filter_map(|a| self.outbox_sent.remove(&a.msg_id))
+            .filter_map(|a| self.taken.acked(a.msg_id))
             .collect();
         if !done.is_empty() {
-            for id in &done {
-                self.outbox_ids.remove(id);
-            }
             self.hub.meta.store().outbox_ack(done).await?;
             self.outbox_dirty = true;
         }
@@ -419,13 +431,66 @@ impl Session<'_> {
     }
 }
 
+// === impl Taken ===
+
+impl Taken {
+    /// Queues outbox entry `entry_id` (`key`, `msg`) upstream and marks it taken. A full queue
+    /// leaves it untaken and returns false: the entry stays in the outbox for a later refill.
+    fn take(&mut self, outbound: &mut Outbound, entry_id: u64, key: String, msg: Message) -> bool {
+        let msg_id = msg.id();
+        match outbound.push(key, msg) {
+            Ok(Pushed::Replaced(older)) => {
+                // The outbox replaced that payload too (a new id for the same key): its entry
+                // is gone, nothing will ack it.
+                if let Some(id) = self.sent.remove(&older.id()) {
+                    self.ids.remove(&id);
+                }
+            }
+            Ok(Pushed::Queued | Pushed::AlreadyInFlight) => {}
+            Err(full) => {
+                tracing::debug!(outbox_id = entry_id, key = %full.key, "upstream queue full; outbox entry left for later");
+                return false;
+            }
+        }
+        self.sent.insert(msg_id, entry_id);
+        self.ids.insert(entry_id);
+        true
+    }
+
+    /// The cloud acked message `msg_id`: the id of its outbox entry, if it came from the outbox.
+    fn acked(&mut self, msg_id: MsgId) -> Option<u64> {
+        let id = self.sent.remove(&msg_id)?;
+        self.ids.remove(&id);
+        Some(id)
+    }
+}
+
 /// Hands downstream messages to metamanager in order, off the session loop, so the loop never
-/// waits on metamanager's mailbox (the window bounds how many are queued here).
-fn spawn_forwarder(ctx: Context) -> mpsc::UnboundedSender<Message> {
+/// waits on metamanager's mailbox (the window bounds how many are queued here). It runs under
+/// `tasks` until its session drops the sender or `shutdown` (what it has not handed over is not
+/// acked, so the cloud sends it again).
+fn spawn_forwarder(
+    ctx: Context,
+    tasks: &TaskTracker,
+    shutdown: CancellationToken,
+) -> mpsc::UnboundedSender<Message> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-    tokio::spawn(async move {
-        while let Some(msg) = rx.recv().await {
-            if let Err(e) = ctx.send(metamanager::NAME, msg).await {
+    tasks.spawn(async move {
+        loop {
+            let sent = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                msg = rx.recv() => match msg {
+                    Some(msg) => ctx.send(metamanager::NAME, msg),
+                    None => break,
+                },
+            };
+            let sent = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                sent = sent => sent,
+            };
+            if let Err(e) = sent {
                 tracing::error!(error = %e, "metamanager is gone; downstream message not applied");
             }
         }
@@ -498,6 +563,95 @@ mod tests {
         assert_eq!(b.take_up_to(100, t0 + Duration::from_millis(350)), 3);
         b.give_back(2);
         assert_eq!(b.take_up_to(1, t0 + Duration::from_millis(350)), 1);
+    }
+
+    #[test]
+    fn an_outbox_entry_that_finds_the_queue_full_is_left_untaken_and_taken_later() {
+        let now = Instant::now();
+        let mut outbound = Outbound::new(2, WindowConfig::default());
+        let status = |n: u32| {
+            Message::new().route(
+                NAME,
+                "meta",
+                format!("default/pods/p{n}"),
+                Operation::Update,
+            )
+        };
+        let mut taken = Taken::default();
+        assert!(taken.take(&mut outbound, 1, "k1".into(), status(1)));
+        assert!(taken.take(&mut outbound, 2, "k2".into(), status(2)));
+        let third = status(3);
+        let third_id = third.id();
+        assert!(!taken.take(&mut outbound, 3, "k3".into(), third));
+        assert!(
+            !taken.ids.contains(&3),
+            "a refused entry must not count as taken"
+        );
+        // The queue drains into the window and is acked; the entry is taken on the next try.
+        while outbound.poll_transmit(now).is_some() {}
+        assert!(taken.take(&mut outbound, 3, "k3".into(), status(3)));
+        assert!(taken.ids.contains(&3));
+        assert_eq!(
+            taken.acked(third_id),
+            None,
+            "the refused message was never sent"
+        );
+    }
+
+    /// Stands in for metamanager and never reads its mailbox.
+    struct Stuck;
+
+    #[beehive::async_trait]
+    impl beehive::Module for Stuck {
+        fn name(&self) -> &str {
+            metamanager::NAME
+        }
+
+        fn group(&self) -> &str {
+            "meta"
+        }
+
+        async fn run(
+            &self,
+            _: Context,
+            _: &mut Mailbox,
+            shutdown: CancellationToken,
+        ) -> Result<(), beehive::ModuleError> {
+            shutdown.cancelled().await;
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_shutdown_wait_covers_a_forwarder_still_handing_messages_over() {
+        let modules = CancellationToken::new();
+        let mut runtime = beehive::Runtime::new().with_default_capacity(1);
+        runtime.register(Stuck);
+        let running = runtime.start(modules.clone()).unwrap();
+        let (tasks, shutdown) = (TaskTracker::new(), CancellationToken::new());
+        let to_meta = spawn_forwarder(running.context(), &tasks, shutdown.clone());
+        for n in 0..3 {
+            let msg = Message::new().route(
+                NAME,
+                "meta",
+                format!("default/pods/p{n}"),
+                Operation::Update,
+            );
+            to_meta.send(msg).unwrap();
+        }
+        drop(to_meta);
+        tasks.close();
+        let early = tokio::time::timeout(Duration::from_millis(300), tasks.wait()).await;
+        assert!(
+            early.is_err(),
+            "the wait ended while the forwarder was still sending"
+        );
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(5), tasks.wait())
+            .await
+            .expect("a shutdown ends the forwarder");
+        modules.cancel();
+        running.shutdown(Duration::from_secs(5)).await;
     }
 
     #[test]

@@ -263,3 +263,81 @@ fn a_custom_resource_bound_to_a_node_goes_only_there_and_follows_a_move() {
     assert!(s.desired("e2").iter().all(|o| o.key != key));
     assert_eq!(summary(&s.delete(key)), vec![del("e1", key)]);
 }
+
+#[test]
+fn a_connected_node_is_served_without_the_label_and_a_re_created_node_gets_everything() {
+    let mut s = state();
+    s.apply(named(&s, "configmaps", "cfg", "1"));
+    s.apply(pod(&s, "p", "n1", "cfg", "2"));
+    s.apply(node(&s, "n1", false, "3"));
+    assert!(s.desired("n1").is_empty());
+    let mut got = summary(&s.connect("n1"));
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            up("n1", "configmaps/default/cfg"),
+            up("n1", "nodes//n1"),
+            up("n1", "pods/default/p"),
+        ]
+    );
+    // Its Node deleted and registered again without the label: it is still an edge node.
+    assert_eq!(
+        summary(&s.delete("nodes//n1")),
+        vec![del("n1", "nodes//n1")]
+    );
+    assert!(s.unserved("n1"));
+    let mut got = summary(&s.apply(node(&s, "n1", false, "4")));
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            up("n1", "configmaps/default/cfg"),
+            up("n1", "nodes//n1"),
+            up("n1", "pods/default/p"),
+        ]
+    );
+    assert!(!s.unserved("n1"));
+    assert_eq!(
+        summary(&s.apply(pod(&s, "q", "n1", "cfg", "5"))),
+        vec![up("n1", "pods/default/q")]
+    );
+}
+
+#[test]
+fn a_node_that_loses_the_label_is_served_while_connected_and_resynced_when_it_returns() {
+    let mut s = state();
+    s.apply(node(&s, "n1", true, "1"));
+    s.connect("n1");
+    // Losing the label while connected changes nothing: it is still kept current.
+    assert_eq!(
+        summary(&s.apply(node(&s, "n1", false, "2"))),
+        vec![up("n1", "nodes//n1")]
+    );
+    assert_eq!(
+        summary(&s.apply(pod(&s, "p", "n1", "cfg", "3"))),
+        vec![up("n1", "pods/default/p")]
+    );
+    // Disconnected without the label: not served, and nothing is deleted at the edge.
+    s.disconnect("n1");
+    assert!(s.desired("n1").is_empty());
+    assert!(s.apply(pod(&s, "q", "n1", "cfg", "4")).is_empty());
+    // Back: everything it should hold, which its resync compares with what it has.
+    let mut got = summary(&s.connect("n1"));
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            up("n1", "nodes//n1"),
+            up("n1", "pods/default/p"),
+            up("n1", "pods/default/q"),
+        ]
+    );
+    // A labelled node stays served while away (its changes are queued by cloudhub).
+    s.apply(node(&s, "n1", true, "5"));
+    s.disconnect("n1");
+    assert_eq!(
+        summary(&s.apply(pod(&s, "r", "n1", "cfg", "6"))),
+        vec![up("n1", "pods/default/r")]
+    );
+}
