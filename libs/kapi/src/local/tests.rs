@@ -1,8 +1,7 @@
 //! The local backend against a real store in a temporary directory.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apimachinery::catalog::builtins;
 use apimachinery::patch::PatchType;
@@ -11,9 +10,13 @@ use apimachinery::{ApiError, ResourceInfo};
 use objstore::{ObjKey, Store, StoreConfig, Synchronous};
 use serde_json::{Value, json};
 use tempfile::TempDir;
+use testkit::eventually;
 
 use super::{LocalBackend, register_existing_crds};
 use crate::{Backend, DeleteOptions, Registry, User, WriteRequest};
+
+/// How long a background deletion may take before a test fails.
+const PATIENCE: Duration = Duration::from_secs(5);
 
 struct Fixture {
     _dir: TempDir,
@@ -129,18 +132,6 @@ impl<'a> Call<'a> {
         let (code, obj) = self.fx.backend.delete(&self.req(), opts).await?;
         assert_eq!(code, 200);
         Ok(obj)
-    }
-}
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -739,7 +730,7 @@ async fn deleting_a_namespace_refuses_new_content_and_empties_it() {
         err.message
     );
 
-    eventually("plain objects deleted", || async {
+    eventually("plain objects deleted", PATIENCE, || async {
         fx.stored("configmaps", "team", "plain").await.is_none()
             && fx.stored("pods", "team", "unscheduled").await.is_none()
     })
@@ -753,7 +744,7 @@ async fn deleting_a_namespace_refuses_new_content_and_empties_it() {
         .patch(PatchType::Merge, release)
         .await
         .unwrap();
-    eventually("namespace gone", || async {
+    eventually("namespace gone", PATIENCE, || async {
         fx.stored("namespaces", "", "team").await.is_none()
     })
     .await;
@@ -794,7 +785,7 @@ async fn crds_register_their_resources_and_take_them_away_on_delete() {
         .delete(DeleteOptions::default())
         .await
         .unwrap();
-    eventually("CRD and widgets gone", || async {
+    eventually("CRD and widgets gone", PATIENCE, || async {
         fx.registry.get("example.com", "v1", "widgets").is_none()
             && fx
                 .stored("customresourcedefinitions", "", "widgets.example.com")
@@ -907,7 +898,7 @@ async fn a_terminating_crd_refuses_new_objects_until_its_objects_are_gone() {
     let marked = crd.delete(DeleteOptions::default()).await.unwrap();
     let conditions = marked["status"]["conditions"].as_array().unwrap();
     assert!(conditions.iter().any(|c| c["type"] == "Terminating"));
-    eventually("widget marked", || async {
+    eventually("widget marked", PATIENCE, || async {
         fx.stored("widgets", "default", "w")
             .await
             .is_some_and(|w| w["metadata"]["deletionTimestamp"].is_string())
@@ -926,7 +917,7 @@ async fn a_terminating_crd_refuses_new_objects_until_its_objects_are_gone() {
         .patch(PatchType::Merge, release)
         .await
         .unwrap();
-    eventually("CRD gone", || async {
+    eventually("CRD gone", PATIENCE, || async {
         fx.stored("customresourcedefinitions", "", "widgets.example.com")
             .await
             .is_none()
