@@ -1,7 +1,7 @@
 //! A stand-in for edgecontroller: it holds, in memory, what each node should hold, sends every
 //! change to cloudhub, and answers cloudhub's digest and resync questions with the real
-//! protocol. The real edgecontroller (watching Kubernetes) replaces it in later work; the link
-//! tests only need someone who knows the desired state.
+//! protocol. It is the stand-in controller the link tests use: they need someone who knows the
+//! desired state, not the real edgecontroller that watches the embedded API.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};

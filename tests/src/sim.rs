@@ -149,7 +149,6 @@ impl SimEdge {
                 max_frame: 32 << 20,
                 recv_window: 128,
             },
-            resume: None,
         };
         sink.send(&Frame::Hello(hello)).await?;
         self.stats.note("connected");

@@ -3,9 +3,6 @@
 //! they are named ([`catalog`]), label and field selectors ([`selector`]), the fields an object
 //! is selected by ([`fields`]), the three patch types ([`patch`]), what a pod references ([`podrefs`]), `kubectl get` tables
 //! ([`table`]), `Status` errors ([`status`]) and what a status write changes ([`statuswrite`]).
-//!
-//! CONTRACT NOTE: the public signatures in this crate are a contract other crates are written
-//! against at the same time; change them only with the crate owner's agreement.
 #![forbid(unsafe_code)]
 
 pub mod catalog;

@@ -3,11 +3,6 @@
 //! edge's lwproxy (writes forwarded to the cloud). It knows nothing of which side it runs on:
 //! reads (discovery, get, list, watch, tables, OpenAPI) come from the [`objstore::Store`], writes
 //! go through a [`Backend`], and who the caller is comes from the request's [`User`] extension.
-//!
-//! CONTRACT NOTE: `Backend`, `WriteRequest`, `DeleteOptions`, `User`, `Registry`, `Api`,
-//! `Authorizer` and `ReadRequest` are a
-//! contract other crates are written against at the same time; change them only with the crate
-//! owner's agreement.
 #![forbid(unsafe_code)]
 
 pub mod local;

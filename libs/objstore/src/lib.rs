@@ -52,9 +52,9 @@
 //! [`StoreError::WatcherLagged`] instead of slowing anything down. Filters follow Kubernetes:
 //! an object that starts matching arrives as ADDED, one that stops matching as DELETED.
 //!
-//! **Inventory digest.** [`digest`] defines an order-independent hash of `(key,
-//! resourceVersion)` pairs that the cloud can compute from its own data (the same definition
-//! as the link protocol's digest).
+//! **Inventory digest.** [`digest`] is the link protocol's order-independent hash of `(key,
+//! resourceVersion)` pairs (`wire::digest`, one implementation) over the store's keys, so the
+//! cloud computes the same value from its own data.
 //!
 //! **Closures and predicates run on the writer thread** (mutate closures, and watch predicates
 //! when live events are fanned out): keep them short, and never call back into the store from

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::cache::ObjectCache;
 use crate::config::StoreConfig;
 use crate::db;
-use crate::digest::Digest;
+use crate::digest::{self, Digest};
 use crate::error::StoreError;
 use crate::filter::{InventoryFilter, ListOptions, ListResult};
 use crate::object::{Applied, Mutation, NewObject, ObjKey, StoredObject};
@@ -280,7 +280,7 @@ impl Store {
     /// The [`Digest`] of `inventory(filter)`.
     pub async fn digest(&self, filter: InventoryFilter) -> Result<Digest, StoreError> {
         let entries = self.inventory(filter).await?;
-        Ok(Digest::of(entries.iter().map(|(k, rv)| (k, rv.as_str()))))
+        Ok(digest::of(entries.iter().map(|(k, rv)| (k, rv.as_str()))))
     }
 
     /// Queues `payload` under `key`, replacing an unsent payload with the same key (see the

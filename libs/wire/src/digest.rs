@@ -2,7 +2,8 @@
 //!
 //! # Canonical definition
 //!
-//! Both the edge store and the cloud compute exactly this, so equal sets give equal digests:
+//! The one implementation: the edge store (`objstore::digest`) and the cloud both compute it
+//! with this code, so equal sets give equal digests:
 //!
 //! ```text
 //! entry(key, rv) = xxh3_128(key_bytes ++ [0x00] ++ rv_bytes)      (XXH3 128-bit, seed 0)
@@ -10,9 +11,9 @@
 //! key            = "<resource>/<namespace>/<name>"                 (see [`object_key`])
 //! ```
 //!
-//! `key` uses the singular lowercase resource (`pod`, `configmap`, `node`), and cluster-scoped
-//! objects have an empty namespace segment: `pod/default/nginx`, `node//edge-1`. The empty set
-//! digests to 0. On the wire the digest is 16 bytes, big-endian.
+//! `key` uses the plural resource as the store keeps it (`pods`, `configmaps`, `nodes`, and
+//! `widgets.example.com` for a custom resource), and cluster-scoped objects have an empty
+//! namespace segment: `pods/default/nginx`, `nodes//edge-1`. The empty set digests to 0. On the wire the digest is 16 bytes, big-endian.
 //!
 //! Addition (rather than XOR) keeps two copies of the same entry from cancelling out, and makes
 //! [`Digest::remove`] the exact inverse of [`Digest::add`], so a store can keep its digest up to
@@ -147,8 +148,8 @@ mod tests {
     #[test]
     fn entry_hash_is_xxh3_of_key_nul_rv() {
         assert_eq!(
-            entry_hash("pod/default/nginx", "42"),
-            xxh3_128(b"pod/default/nginx\x0042")
+            entry_hash("pods/default/nginx", "42"),
+            xxh3_128(b"pods/default/nginx\x0042")
         );
     }
 
@@ -159,10 +160,10 @@ mod tests {
 
     #[test]
     fn cluster_scoped_keys_have_an_empty_namespace() {
-        assert_eq!(object_key("node", None, "edge-1"), "node//edge-1");
+        assert_eq!(object_key("nodes", None, "edge-1"), "nodes//edge-1");
         assert_eq!(
-            object_key("pod", Some("default"), "nginx"),
-            "pod/default/nginx"
+            object_key("pods", Some("default"), "nginx"),
+            "pods/default/nginx"
         );
     }
 

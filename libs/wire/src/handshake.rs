@@ -128,7 +128,6 @@ mod tests {
             node_id: node.into(),
             inventory_digest: digest,
             limits: Limits::default(),
-            resume: None,
         }
     }
 

@@ -56,12 +56,11 @@ pub(crate) async fn dial(hub: &EdgeHub, server: &str) -> Result<Established, Hub
     let hello = Hello {
         protocol_versions: wire::SUPPORTED_PROTOCOL_VERSIONS.to_vec(),
         node_id: hub.node.clone(),
-        inventory_digest: wire::Digest::from_u128(hub.meta.digest().await?.as_u128()),
+        inventory_digest: hub.meta.digest().await?,
         limits: Limits {
             max_frame: hub.config.max_frame,
             recv_window: hub.config.window,
         },
-        resume: None,
     };
     sink.send(&Frame::Hello(hello)).await?;
     let first = tokio::time::timeout(handshake, frames.recv())

@@ -73,7 +73,9 @@ impl Handle {
     /// The digest of [`Handle::inventory`], for the reconnect resync.
     pub async fn digest(&self) -> Result<Digest, MetaError> {
         let held = self.inventory().await?;
-        Ok(Digest::of(held.iter().map(|(k, rv)| (k, rv.as_str()))))
+        Ok(objstore::digest::of(
+            held.iter().map(|(k, rv)| (k, rv.as_str())),
+        ))
     }
 
     /// `(resource, namespace, name, cloud resourceVersion)` of everything held that came from

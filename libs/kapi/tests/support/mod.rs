@@ -296,22 +296,6 @@ pub fn pod(ns: &str, name: &str, node: &str) -> Value {
     )
 }
 
-/// Polls `check` until it holds, for at most 5 s.
-pub async fn eventually<F, Fut>(mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "condition not met within 5 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Writes into the store as a backend does: kind/apiVersion filled in, resourceVersion =
 /// the revision of the change, labels and selectable fields indexed.
 async fn write(store: &Store, info: &ResourceInfo, mut obj: Value) -> Result<Value, ApiError> {

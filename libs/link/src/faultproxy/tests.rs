@@ -1,5 +1,6 @@
 use std::future::Future;
 
+use testkit::eventually;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::timeout;
 
@@ -41,15 +42,6 @@ async fn echo(conn: &mut TcpStream, msg: &[u8]) -> Duration {
         .unwrap();
     assert_eq!(got, msg);
     start.elapsed()
-}
-
-/// Waits until `cond` holds, failing after PATIENCE.
-async fn eventually(mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !cond() {
-        assert!(Instant::now() < deadline, "condition not met in time");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 /// True if the peer closed the connection (EOF or reset) within PATIENCE.
@@ -124,7 +116,10 @@ async fn cut_closes_every_connection_and_new_ones_still_work() {
         proxy.cut();
         assert!(closed(&mut a).await);
         assert!(closed(&mut b).await);
-        eventually(|| proxy.connections() == 0).await;
+        eventually("no connections left", PATIENCE, || async {
+            proxy.connections() == 0
+        })
+        .await;
         let mut c = dial(&proxy).await;
         echo(&mut c, b"c").await;
     })

@@ -1,6 +1,5 @@
-//! Shared helpers: temp stores, object builders, a bounded `eventually`.
+//! Shared helpers: temp stores, object builders, the deadline tests wait with.
 
-use std::future::Future;
 use std::time::Duration;
 
 use objstore::{NewObject, ObjKey, Store, StoreConfig, StoreError, WatchEvent, Watcher};
@@ -54,17 +53,4 @@ pub async fn next_event(w: &mut Watcher) -> Result<WatchEvent, StoreError> {
         .await
         .expect("watch event within deadline")
         .expect("watch still open")
-}
-
-/// Polls `check` until it returns true, failing after the deadline.
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = tokio::time::Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }

@@ -6,8 +6,9 @@ use objstore::{
     EventKind, NewObject, ObjKey, Store, StoreConfig, StoreError, WatchOptions, Watcher,
 };
 use proptest::prelude::*;
+use testkit::eventually;
 
-use crate::common::{TempStore, eventually, next_event, pod, pod_key};
+use crate::common::{DEADLINE, TempStore, next_event, pod, pod_key};
 
 async fn put_n(store: &Store, from: usize, to: usize) {
     for i in from..to {
@@ -402,7 +403,10 @@ async fn interleaving_case(writes: usize, starts: Vec<(usize, u64)>) {
         let got = revisions(&mut w, (last - from) as usize).await;
         assert_eq!(got, (from + 1..=last).collect::<Vec<_>>());
     }
-    eventually("store revision", || async { t.store.revision() == last }).await;
+    eventually("store revision", DEADLINE, || async {
+        t.store.revision() == last
+    })
+    .await;
 }
 
 proptest! {
@@ -454,14 +458,14 @@ async fn a_follower_takes_changes_and_reads_everything_again_after_falling_behin
                 .await
         }
     });
-    eventually("the first full pass", || async {
+    eventually("the first full pass", DEADLINE, || async {
         passes.load(Ordering::SeqCst) == 1
     })
     .await;
     // Changes before the pass are the pass's business: only later ones are applied.
     put_n(&t.store, 3, 4).await;
     gate.add_permits(1);
-    eventually("the change applied", || async {
+    eventually("the change applied", DEADLINE, || async {
         applied.load(Ordering::SeqCst) == 1
     })
     .await;
@@ -469,9 +473,11 @@ async fn a_follower_takes_changes_and_reads_everything_again_after_falling_behin
 
     put_n(&t.store, 4, 50).await;
     gate.add_permits(1000);
-    eventually("a second full pass after the watch fell behind", || async {
-        passes.load(Ordering::SeqCst) == 2
-    })
+    eventually(
+        "a second full pass after the watch fell behind",
+        DEADLINE,
+        || async { passes.load(Ordering::SeqCst) == 2 },
+    )
     .await;
     follower.abort();
 }

@@ -238,3 +238,44 @@ proptest! {
         prop_assert!(rejected);
     }
 }
+
+/// A Hello as protocol version 1 edges encoded it: a fifth element, the previous session.
+#[derive(Serialize)]
+enum LegacyFrame {
+    Hello(
+        Vec<u16>,
+        String,
+        crate::digest::Digest,
+        Limits,
+        Option<(u64,)>,
+    ),
+}
+
+fn legacy_hello(previous_session: Option<u64>) -> Vec<u8> {
+    let legacy = LegacyFrame::Hello(
+        vec![PROTOCOL_VERSION],
+        "edge-1".into(),
+        crate::digest::Digest::from_u128(42),
+        Limits {
+            max_frame: 1024,
+            recv_window: 8,
+        },
+        previous_session.map(|id| (id,)),
+    );
+    let mut bytes = vec![FRAME_FORMAT];
+    rmp_serde::encode::write(&mut bytes, &legacy).unwrap();
+    bytes
+}
+
+#[test]
+fn a_hello_from_an_older_edge_with_its_previous_session_still_decodes() {
+    for previous in [None, Some(7)] {
+        let Frame::Hello(hello) = decode(&legacy_hello(previous), MAX).unwrap() else {
+            panic!("not a Hello");
+        };
+        assert_eq!(hello.node_id, "edge-1");
+        assert_eq!(hello.protocol_versions, vec![PROTOCOL_VERSION]);
+        assert_eq!(hello.inventory_digest, crate::digest::Digest::from_u128(42));
+        assert_eq!(hello.limits.recv_window, 8);
+    }
+}
