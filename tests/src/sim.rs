@@ -149,6 +149,7 @@ impl SimEdge {
                 max_frame: 32 << 20,
                 recv_window: 128,
             },
+            resume: None,
         };
         sink.send(&Frame::Hello(hello)).await?;
         self.stats.note("connected");

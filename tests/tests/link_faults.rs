@@ -250,6 +250,7 @@ async fn hello_with_window(
             max_frame: 1 << 20,
             recv_window,
         },
+        resume: None,
     };
     sink.send(&wire::Frame::Hello(hello)).await.unwrap();
     let first = tokio::time::timeout(Duration::from_secs(10), frames.recv())

@@ -76,13 +76,10 @@ pub enum Frame {
 }
 
 /// The edge's opening frame.
-///
-/// Protocol version 1 edges sent a fifth element, the session they had before (never set in
-/// practice); it is still accepted and ignored when decoding, and no longer sent.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "HelloOnWire")]
 pub struct Hello {
     /// Protocol versions the edge speaks, best first.
+    #[serde(deserialize_with = "no_prealloc::deserialize")]
     pub protocol_versions: Vec<u16>,
     /// The node name; the cloud checks it against the client certificate.
     pub node_id: String,
@@ -90,30 +87,8 @@ pub struct Hello {
     pub inventory_digest: Digest,
     /// What the edge accepts.
     pub limits: Limits,
-}
-
-/// How a [`Hello`] is decoded: its fields, then an optional legacy previous-session element.
-#[derive(Deserialize)]
-struct HelloOnWire {
-    #[serde(deserialize_with = "no_prealloc::deserialize")]
-    protocol_versions: Vec<u16>,
-    node_id: String,
-    inventory_digest: Digest,
-    limits: Limits,
-    /// Sent by older edges; read (so the array holds no excess element) and dropped.
-    #[serde(default, rename = "resume")]
-    _legacy_resume: Option<serde::de::IgnoredAny>,
-}
-
-impl From<HelloOnWire> for Hello {
-    fn from(wire: HelloOnWire) -> Self {
-        Hello {
-            protocol_versions: wire.protocol_versions,
-            node_id: wire.node_id,
-            inventory_digest: wire.inventory_digest,
-            limits: wire.limits,
-        }
-    }
+    /// The session this edge had before, if any.
+    pub resume: Option<Resume>,
 }
 
 /// The cloud's acceptance.
@@ -121,7 +96,7 @@ impl From<HelloOnWire> for Hello {
 pub struct Welcome {
     /// The protocol version chosen, one the edge offered.
     pub protocol_version: u16,
-    /// The id of the new session (in the logs of both ends).
+    /// The id of the new session; the edge presents it as [`Resume`] when it reconnects.
     pub session_id: u64,
     /// What the cloud accepts.
     pub limits: Limits,
@@ -134,6 +109,15 @@ pub struct Limits {
     pub max_frame: u32,
     /// Most data frames the peer may have unacked (the receive window).
     pub recv_window: u32,
+}
+
+/// A reference to the previous session, sent on reconnect.
+///
+/// Sequence numbers never carry over: unacked messages are sent again with fresh numbers. The
+/// cloud uses this to end the older session if it is still running (fencing) and in logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resume {
+    pub session_id: u64,
 }
 
 /// One object the edge holds: its key (`resource/namespace/name`) and resourceVersion.

@@ -128,6 +128,7 @@ mod tests {
             node_id: node.into(),
             inventory_digest: digest,
             limits: Limits::default(),
+            resume: None,
         }
     }
 

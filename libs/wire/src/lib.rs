@@ -101,8 +101,9 @@ pub use error::{
 };
 pub use frame::{
     Ack, DEFAULT_MAX_FRAME, FRAME_FORMAT, Frame, FrameReader, Hello, InventoryEntry,
-    LENGTH_PREFIX_LEN, Limits, MAX_ACK_RANGES, PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
-    Welcome, choose_version, decode, encode, encode_into, encode_prefixed,
+    LENGTH_PREFIX_LEN, Limits, MAX_ACK_RANGES, PROTOCOL_VERSION, Resume,
+    SUPPORTED_PROTOCOL_VERSIONS, Welcome, choose_version, decode, encode, encode_into,
+    encode_prefixed,
 };
 pub use handshake::{Accepted, HelloCheck, ResyncStart, answer_hello, read_welcome};
 pub use keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};

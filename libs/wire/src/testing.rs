@@ -5,7 +5,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use crate::digest::Digest;
-use crate::frame::{Ack, Frame, Hello, InventoryEntry, Limits, Welcome};
+use crate::frame::{Ack, Frame, Hello, InventoryEntry, Limits, Resume, Welcome};
 
 /// A message for `resource` with a fixed content, as a test would build it.
 pub fn msg(resource: &str, rv: &str) -> Message {
@@ -78,12 +78,14 @@ fn arb_hello() -> impl Strategy<Value = Hello> {
         "[a-z0-9-]{0,16}",
         any::<u128>(),
         arb_limits(),
+        proptest::option::of(any::<u64>()),
     )
-        .prop_map(|(versions, node_id, digest, limits)| Hello {
+        .prop_map(|(versions, node_id, digest, limits, resume)| Hello {
             protocol_versions: versions,
             node_id,
             inventory_digest: Digest::from_u128(digest),
             limits,
+            resume: resume.map(|session_id| Resume { session_id }),
         })
 }
 

@@ -61,6 +61,7 @@ pub(crate) async fn dial(hub: &EdgeHub, server: &str) -> Result<Established, Hub
             max_frame: hub.config.max_frame,
             recv_window: hub.config.window,
         },
+        resume: None,
     };
     sink.send(&Frame::Hello(hello)).await?;
     let first = tokio::time::timeout(handshake, frames.recv())
