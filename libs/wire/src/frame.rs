@@ -87,7 +87,9 @@ pub struct Hello {
     pub inventory_digest: Digest,
     /// What the edge accepts.
     pub limits: Limits,
-    /// The session this edge had before, if any.
+    /// Reserved for resuming a session: edges send `None` today and the cloud ignores it (a
+    /// reconnect is a new session: a node's newer session takes over from an older one by
+    /// name). Kept so that the `Hello` encoding stays the same for older and newer peers.
     pub resume: Option<Resume>,
 }
 
@@ -96,7 +98,7 @@ pub struct Hello {
 pub struct Welcome {
     /// The protocol version chosen, one the edge offered.
     pub protocol_version: u16,
-    /// The id of the new session; the edge presents it as [`Resume`] when it reconnects.
+    /// The id of the new session (in both ends' logs).
     pub session_id: u64,
     /// What the cloud accepts.
     pub limits: Limits,
@@ -111,10 +113,9 @@ pub struct Limits {
     pub recv_window: u32,
 }
 
-/// A reference to the previous session, sent on reconnect.
-///
-/// Sequence numbers never carry over: unacked messages are sent again with fresh numbers. The
-/// cloud uses this to end the older session if it is still running (fencing) and in logs.
+/// A reference to a previous session: reserved in [`Hello`], never sent today (see
+/// [`Hello::resume`]). Sequence numbers never carry over a reconnect: unacked messages are sent
+/// again with fresh numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resume {
     pub session_id: u64,
