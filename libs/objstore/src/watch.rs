@@ -210,6 +210,12 @@ impl Watcher {
         )
     }
 
+    /// Whether the history replay is over and every event it found was handed out: from here
+    /// on, every change up to the store revision at registration has been offered.
+    pub fn replayed(&self) -> bool {
+        self.replay.is_none() && self.pending.is_empty()
+    }
+
     /// The revision of the last event handed out (the start revision before the first one).
     pub fn last_revision(&self) -> u64 {
         self.last_revision

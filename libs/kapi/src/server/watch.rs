@@ -237,6 +237,11 @@ impl Session {
 
     /// The revision a bookmark may claim now, or the event that must go out before it.
     fn bookmark_or_event(&mut self) -> Result<u64, Step> {
+        if !self.caught_up && self.watcher.as_ref().is_some_and(Watcher::replayed) {
+            // The replay is over and nothing it selected is left: a watch that matched none of
+            // the replayed changes (a namespaced, field-selected one) has seen them all too.
+            self.caught_up = true;
+        }
         let rv = self.bookmark_revision();
         if self.caught_up {
             // Live: an empty channel now means every change up to `rv` was delivered.

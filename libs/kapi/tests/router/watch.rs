@@ -147,8 +147,8 @@ async fn bookmarks_of_a_replaying_watch_claim_only_what_was_delivered() {
     let from = h.store.revision();
     h.put("configmaps", object("a", "cm", json!({}), json!({})))
         .await;
-    // Resuming from an older revision replays the change log; without a matching event the
-    // watch cannot tell when the replay is over, so its bookmark stays at what it delivered.
+    // Resuming from an older revision replays the change log; once the replay is read and
+    // nothing it selected is left to deliver, the bookmark claims the revision it reached.
     let mut w = h
         .watch(
             &format!(
@@ -159,7 +159,7 @@ async fn bookmarks_of_a_replaying_watch_claim_only_what_was_delivered() {
         .await;
     let bookmark = w.next().await.unwrap();
     assert_eq!(bookmark["type"], "BOOKMARK");
-    assert_eq!(rv(&bookmark), from);
+    assert_eq!(rv(&bookmark), h.store.revision());
 
     // A live event proves the replay is over: later bookmarks use the store revision.
     let mut w = h
@@ -343,4 +343,32 @@ async fn a_watch_with_a_negative_timeout_ends_at_once() {
         .await;
     let ended = w.next_within(std::time::Duration::from_secs(2)).await;
     assert_eq!(ended, Ok(None), "the watch did not end");
+}
+
+#[tokio::test]
+async fn a_resumed_namespaced_field_selected_watch_bookmarks_past_unrelated_changes() {
+    let h = harness();
+    h.put("pods", pod("a", "p1", "n1")).await;
+    let from = h.store.revision();
+    // Changes after `from` that this watch does not select: another namespace, another node.
+    h.put("pods", pod("b", "p2", "n1")).await;
+    h.put("pods", pod("a", "p3", "n2")).await;
+    let now = h.store.revision();
+    assert!(now > from);
+    let mut w = h
+        .watch(
+            &format!(
+                "/api/v1/namespaces/a/pods?watch=true&resourceVersion={from}&fieldSelector=spec.nodeName%3Dn1&allowWatchBookmarks=true&timeoutSeconds=1"
+            ),
+            None,
+        )
+        .await;
+    let bookmark = w.next().await.unwrap();
+    assert_eq!(bookmark["type"], "BOOKMARK");
+    assert_eq!(
+        rv(&bookmark),
+        now,
+        "the replayed changes were all offered: the bookmark claims them"
+    );
+    assert!(w.next().await.is_none());
 }
