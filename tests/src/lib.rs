@@ -271,6 +271,44 @@ impl Cloud {
     }
 }
 
+/// A cloud with the embedded control plane and an in-process edge node `node`, linked over
+/// WebSocket, the edge store under `dir`.
+pub async fn linked_site(pki: &Pki, dir: &Path, node: &str) -> (Cloud, Edge) {
+    let cloud = k8s_cloud(pki, Ports::default()).await;
+    let transport = link::Transport::WebSocket;
+    let config = edge_config(
+        &pki.node(node),
+        cloud.addr(transport),
+        transport,
+        &dir.join("edge.db"),
+    );
+    let edge = edge(config).await;
+    (cloud, edge)
+}
+
+/// Runs the edgecore binary `bin` as a process (so it can be killed) with `config`, written to
+/// `dir/edgecore.yaml`.
+pub fn spawn_edgecore(bin: &str, config: &edgecore::Config, dir: &Path) -> testkit::ChildGuard {
+    let path = dir.join("edgecore.yaml");
+    std::fs::write(&path, daemon::to_yaml(config)).unwrap();
+    let child = std::process::Command::new(bin)
+        .args(["--config", path.to_str().unwrap()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    testkit::ChildGuard(child)
+}
+
+/// A pod bound to `node` in `default` with one container and nothing else.
+pub fn plain_pod(name: &str, node: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap()
+}
+
 /// The config of an edge dialling `server` over `transport`, with its store at `db`.
 pub fn edge_config(
     files: &NodeFiles,
@@ -330,6 +368,15 @@ impl Edge {
     /// The config it was started with (to start it again).
     pub fn config(&self) -> edgecore::Config {
         self.config.clone()
+    }
+
+    /// A `kube` client for its lwproxy (plain HTTP on loopback, no credentials) that does not
+    /// retry: a 503 or 504 is the answer under test, not something to try again.
+    pub fn lwproxy_client(&self) -> kube::Client {
+        let url = self.running.lwproxy().expect("lwproxy runs").url();
+        let mut config = kube::Config::new(url.parse().unwrap());
+        config.default_retry = false;
+        kube::Client::try_from(config).unwrap()
     }
 
     /// `(key, cloud rv)` of everything the edge store holds.

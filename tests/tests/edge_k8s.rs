@@ -22,16 +22,8 @@ struct Site {
 /// A cloud and edge node `edge-1` linked over WebSocket.
 async fn site() -> Site {
     let pki = Pki::new();
-    let cloud = k8s_cloud(&pki, Ports::default()).await;
     let dir = tempfile::tempdir().unwrap();
-    let transport = link::Transport::WebSocket;
-    let config = edge_config(
-        &pki.node("edge-1"),
-        cloud.addr(transport),
-        transport,
-        &dir.path().join("edge.db"),
-    );
-    let edge = edge(config).await;
+    let (cloud, edge) = e2e::linked_site(&pki, dir.path(), "edge-1").await;
     Site {
         _pki: pki,
         _dir: dir,
@@ -165,15 +157,6 @@ async fn a_pod_and_the_configmap_it_mounts_follow_it_to_the_edge_and_leave_with_
     site.cloud.stop().await;
 }
 
-/// A `kube` client for an edge's lwproxy (plain HTTP on loopback, no credentials).
-fn lwproxy_client(edge: &Edge) -> kube::Client {
-    let url = edge.running.lwproxy().expect("lwproxy runs").url();
-    let mut config = kube::Config::new(url.parse().unwrap());
-    // A 503 (the cloud is unreachable) is the answer under test, not something to retry.
-    config.default_retry = false;
-    kube::Client::try_from(config).unwrap()
-}
-
 fn kubectl(server: &str, args: &[&str]) -> std::process::Command {
     let mut cmd = std::process::Command::new("kubectl");
     cmd.args(["--server", server, "--request-timeout", "20s"])
@@ -195,15 +178,6 @@ fn kubectl_ok(server: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn plain_pod(name: &str, node: &str) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
-    }))
-    .unwrap()
-}
-
 fn code_of<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> (u16, String) {
     match r {
         Err(kube::Error::Api(status)) => (status.code, status.reason),
@@ -219,11 +193,11 @@ async fn kubectl_and_a_kube_watcher_read_the_edge_through_lwproxy() {
 
     let site = site().await;
     let cloud = site.cloud.kube().await;
-    let edge_pods: Api<Pod> = Api::namespaced(lwproxy_client(&site.edge), "default");
+    let edge_pods: Api<Pod> = Api::namespaced(site.edge.lwproxy_client(), "default");
     let stream = watcher(edge_pods, watcher::Config::default());
     futures::pin_mut!(stream);
     let pods: Api<Pod> = Api::namespaced(cloud.clone(), "default");
-    pods.create(&PostParams::default(), &plain_pod("web", "edge-1"))
+    pods.create(&PostParams::default(), &e2e::plain_pod("web", "edge-1"))
         .await
         .unwrap();
     let added = tokio::time::timeout(WAIT, async {
@@ -284,7 +258,7 @@ async fn kubectl_and_a_kube_watcher_read_the_edge_through_lwproxy() {
             .expect("kubectl kept running")
     };
     assert_eq!(next_line().await, "pod/web");
-    pods.create(&PostParams::default(), &plain_pod("second", "edge-1"))
+    pods.create(&PostParams::default(), &e2e::plain_pod("second", "edge-1"))
         .await
         .unwrap();
     assert_eq!(next_line().await, "pod/second");
@@ -302,7 +276,7 @@ async fn the_edge_serves_while_cut_off_and_statuses_written_offline_reach_the_cl
         edge: edge1,
     } = site().await;
     let pods: Api<Pod> = Api::namespaced(cloud.kube().await, "default");
-    pods.create(&PostParams::default(), &plain_pod("web", "edge-1"))
+    pods.create(&PostParams::default(), &e2e::plain_pod("web", "edge-1"))
         .await
         .unwrap();
     eventually("the pod reaches the edge", WAIT, || async {
@@ -311,7 +285,7 @@ async fn the_edge_serves_while_cut_off_and_statuses_written_offline_reach_the_cl
     .await;
 
     // Online: a status patch through lwproxy is applied by the API, whose answer comes back.
-    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&edge1), "default");
+    let at_edge: Api<Pod> = Api::namespaced(edge1.lwproxy_client(), "default");
     let running = json!({"status": {"phase": "Running"}});
     let answered = at_edge
         .patch_status("web", &PatchParams::default(), &Patch::Merge(&running))
@@ -331,7 +305,7 @@ async fn the_edge_serves_while_cut_off_and_statuses_written_offline_reach_the_cl
     let listed = at_edge.list(&Default::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1);
     let refused = at_edge
-        .create(&PostParams::default(), &plain_pod("new", "edge-1"))
+        .create(&PostParams::default(), &e2e::plain_pod("new", "edge-1"))
         .await;
     assert_eq!(code_of(refused), (503, "ServiceUnavailable".to_string()));
 
@@ -346,7 +320,7 @@ async fn the_edge_serves_while_cut_off_and_statuses_written_offline_reach_the_cl
     let config = edge1.config();
     edge1.stop().await;
     let edge2 = edge(config).await;
-    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&edge2), "default");
+    let at_edge: Api<Pod> = Api::namespaced(edge2.lwproxy_client(), "default");
     let held = at_edge.get("web").await.unwrap();
     assert_eq!(held.status.unwrap().phase.as_deref(), Some("Failed"));
     let (watched, _) = {
@@ -383,10 +357,10 @@ async fn the_edge_serves_while_cut_off_and_statuses_written_offline_reach_the_cl
 async fn a_node_cannot_update_the_status_of_another_nodes_pod() {
     let site = site().await;
     let pods: Api<Pod> = Api::namespaced(site.cloud.kube().await, "default");
-    pods.create(&PostParams::default(), &plain_pod("theirs", "edge-2"))
+    pods.create(&PostParams::default(), &e2e::plain_pod("theirs", "edge-2"))
         .await
         .unwrap();
-    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&site.edge), "default");
+    let at_edge: Api<Pod> = Api::namespaced(site.edge.lwproxy_client(), "default");
     let patch = json!({"status": {"phase": "Failed"}});
     let refused = at_edge
         .patch_status("theirs", &PatchParams::default(), &Patch::Merge(&patch))
@@ -463,7 +437,7 @@ async fn the_requests_of_a_kubelet_and_kube_proxy_are_answered_by_lwproxy() {
     apply(
         "pods",
         "v1",
-        serde_json::to_value(plain_pod("elsewhere", "edge-2")).unwrap(),
+        serde_json::to_value(e2e::plain_pod("elsewhere", "edge-2")).unwrap(),
     )
     .await;
     apply(
@@ -534,7 +508,7 @@ async fn the_requests_of_a_kubelet_and_kube_proxy_are_answered_by_lwproxy() {
     assert_eq!(code, 404, "no CSINode yet");
 
     // The node's Lease: created through lwproxy (forwarded), then renewed; it comes back down.
-    let leases: Api<Lease> = Api::namespaced(lwproxy_client(&site.edge), "kube-node-lease");
+    let leases: Api<Lease> = Api::namespaced(site.edge.lwproxy_client(), "kube-node-lease");
     let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "edge-1"},
         "spec": {"holderIdentity": "edge-1", "leaseDurationSeconds": 40}}))
     .unwrap();
@@ -579,7 +553,7 @@ async fn the_requests_of_a_kubelet_and_kube_proxy_are_answered_by_lwproxy() {
         .unwrap()
         .to_owned();
     let pods: Api<Pod> = Api::namespaced(cloud.clone(), "default");
-    pods.create(&PostParams::default(), &plain_pod("second", "edge-1"))
+    pods.create(&PostParams::default(), &e2e::plain_pod("second", "edge-1"))
         .await
         .unwrap();
     let watch = format!(
@@ -608,18 +582,18 @@ async fn a_graceful_delete_is_finished_by_the_node_as_a_kubelet_does() {
     let cloud = site.cloud.kube().await;
     let pods: Api<Pod> = Api::namespaced(cloud.clone(), "default");
     let created = pods
-        .create(&PostParams::default(), &plain_pod("web", "edge-1"))
+        .create(&PostParams::default(), &e2e::plain_pod("web", "edge-1"))
         .await
         .unwrap();
     let uid = created.metadata.uid.unwrap();
-    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&site.edge), "default");
+    let at_edge: Api<Pod> = Api::namespaced(site.edge.lwproxy_client(), "default");
     eventually("the pod reaches the edge", WAIT, || async {
         at_edge.get_opt("web").await.unwrap().is_some()
     })
     .await;
 
     // The node reports its own status (strategic merge patch, as a kubelet sends it).
-    let nodes: Api<Node> = Api::all(lwproxy_client(&site.edge));
+    let nodes: Api<Node> = Api::all(site.edge.lwproxy_client());
     let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}});
     nodes
         .patch_status("edge-1", &PatchParams::default(), &Patch::Strategic(&ready))
@@ -736,7 +710,7 @@ async fn a_subscribed_custom_resource_and_its_crd_reach_the_edge_where_lwproxy_s
     })
     .await;
     let at_edge =
-        Api::<DynamicObject>::namespaced_with(lwproxy_client(&edge), "default", &device_resource);
+        Api::<DynamicObject>::namespaced_with(edge.lwproxy_client(), "default", &device_resource);
     eventually("lwproxy serves the device", WAIT, || async {
         at_edge
             .get("thermometer")
@@ -834,12 +808,12 @@ async fn a_node_gets_service_account_tokens_for_its_own_pods_through_lwproxy() {
         pod
     };
     let (mine, theirs) = (
-        as_builder(plain_pod("web", "edge-1")),
-        as_builder(plain_pod("other", "edge-2")),
+        as_builder(e2e::plain_pod("web", "edge-1")),
+        as_builder(e2e::plain_pod("other", "edge-2")),
     );
     let mine = pods.create(&pp, &mine).await.unwrap();
     let theirs = pods.create(&pp, &theirs).await.unwrap();
-    let edge = lwproxy_client(&site.edge);
+    let edge = site.edge.lwproxy_client();
     let at_edge: Api<Pod> = Api::namespaced(edge.clone(), "default");
     eventually("the pod reaches the edge", WAIT, || async {
         at_edge.get_opt("web").await.unwrap().is_some()
@@ -932,7 +906,7 @@ async fn a_mirror_pod_cannot_carry_a_secret_of_another_namespace_to_the_edge() {
         .unwrap();
 
     // The attack: through lwproxy, a mirror pod bound to the node that mounts the secret.
-    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&site.edge), "kube-system");
+    let at_edge: Api<Pod> = Api::namespaced(site.edge.lwproxy_client(), "kube-system");
     let stealing = mirror_pod(
         "steal",
         "kube-system",

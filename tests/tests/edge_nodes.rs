@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use e2e::{Cloud, Edge, Pki, Ports, edge, edge_config, k8s_cloud};
+use e2e::Pki;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
@@ -11,41 +11,11 @@ use testkit::eventually;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A `kube` client for an edge's lwproxy (plain HTTP on loopback, no credentials).
-fn lwproxy_client(edge: &Edge) -> kube::Client {
-    let url = edge.running.lwproxy().expect("lwproxy runs").url();
-    let mut config = kube::Config::new(url.parse().unwrap());
-    config.default_retry = false;
-    kube::Client::try_from(config).unwrap()
-}
-
-fn plain_pod(name: &str, node: &str) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
-    }))
-    .unwrap()
-}
-
-async fn linked(pki: &Pki, dir: &std::path::Path, node: &str) -> (Cloud, Edge) {
-    let cloud = k8s_cloud(pki, Ports::default()).await;
-    let transport = link::Transport::WebSocket;
-    let config = edge_config(
-        &pki.node(node),
-        cloud.addr(transport),
-        transport,
-        &dir.join("edge.db"),
-    );
-    let edge = edge(config).await;
-    (cloud, edge)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_re_registered_through_lwproxy_without_the_edge_label_is_still_served() {
     let pki = Pki::new();
     let dir = tempfile::tempdir().unwrap();
-    let (cloud, edge) = linked(&pki, dir.path(), "edge-1").await;
+    let (cloud, edge) = e2e::linked_site(&pki, dir.path(), "edge-1").await;
     let admin = cloud.kube().await;
     let nodes: Api<Node> = Api::all(admin.clone());
     eventually("the edge holds its Node", WAIT, || async {
@@ -66,7 +36,7 @@ async fn a_node_re_registered_through_lwproxy_without_the_edge_label_is_still_se
         json!({"metadata": {"name": "edge-1", "labels": {"kubernetes.io/hostname": "edge-1"}}}),
     )
     .unwrap();
-    let at_edge: Api<Node> = Api::all(lwproxy_client(&edge));
+    let at_edge: Api<Node> = Api::all(edge.lwproxy_client());
     at_edge.create(&PostParams::default(), &bare).await.unwrap();
     let labels = nodes.get("edge-1").await.unwrap().metadata.labels;
     assert!(
@@ -79,7 +49,7 @@ async fn a_node_re_registered_through_lwproxy_without_the_edge_label_is_still_se
     // A pod bound to it reaches the edge, and so does the new Node.
     let pods: Api<Pod> = Api::namespaced(admin, "default");
     let created = pods
-        .create(&PostParams::default(), &plain_pod("web", "edge-1"))
+        .create(&PostParams::default(), &e2e::plain_pod("web", "edge-1"))
         .await
         .unwrap();
     let rv = created.metadata.resource_version.unwrap();

@@ -1,7 +1,6 @@
 //! Writes a node makes through lwproxy while the cloud is away, replayed when it is back: a
 //! real cloudcore (embedded control plane) and a real edgecore on loopback.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use e2e::{Cloud, Edge, Pki, edge, edge_config, k8s_cloud};
@@ -9,33 +8,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tempfile::TempDir;
-use testkit::{ChildGuard, eventually};
+use testkit::eventually;
 
 const WAIT: Duration = Duration::from_secs(30);
 const EDGECORE: &str = env!("CARGO_BIN_EXE_e2e-edgecore");
-
-/// A cloud and edge node `edge-1` linked over WebSocket.
-async fn site(pki: &Pki, dir: &TempDir) -> (Cloud, Edge) {
-    let cloud = k8s_cloud(pki, e2e::Ports::default()).await;
-    let transport = link::Transport::WebSocket;
-    let config = edge_config(
-        &pki.node("edge-1"),
-        cloud.addr(transport),
-        transport,
-        &dir.path().join("edge.db"),
-    );
-    let edge = edge(config).await;
-    (cloud, edge)
-}
-
-/// A `kube` client for an edge's lwproxy that does not retry (a 503 is an answer here).
-fn lwproxy_client(edge: &Edge) -> kube::Client {
-    let url = edge.running.lwproxy().expect("lwproxy runs").url();
-    let mut config = kube::Config::new(url.parse().unwrap());
-    config.default_retry = false;
-    kube::Client::try_from(config).unwrap()
-}
 
 /// Stops the cloud and waits until the edge sees its link down; returns the cloud's ports.
 async fn take_cloud_away(cloud: Cloud, edge: &Edge) -> e2e::Ports {
@@ -51,7 +27,7 @@ async fn take_cloud_away(cloud: Cloud, edge: &Edge) -> e2e::Ports {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_label_set_in_the_cloud_survives_a_status_the_node_wrote_offline() {
     let (pki, dir) = (Pki::new(), tempfile::tempdir().unwrap());
-    let (cloud, edge1) = site(&pki, &dir).await;
+    let (cloud, edge1) = e2e::linked_site(&pki, dir.path(), "edge-1").await;
     let pods: Api<Pod> = Api::namespaced(cloud.kube().await, "default");
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "web", "labels": {"app": "web"}},
@@ -66,7 +42,7 @@ async fn a_label_set_in_the_cloud_survives_a_status_the_node_wrote_offline() {
 
     // Offline, the node reports a status through lwproxy: applied here and queued.
     let ports = take_cloud_away(cloud, &edge1).await;
-    let at_edge: Api<Pod> = Api::namespaced(lwproxy_client(&edge1), "default");
+    let at_edge: Api<Pod> = Api::namespaced(edge1.lwproxy_client(), "default");
     let failed = json!({"status": {"phase": "Failed", "message": "written offline"}});
     at_edge
         .patch_status("web", &PatchParams::default(), &Patch::Merge(&failed))
@@ -107,11 +83,11 @@ async fn a_label_set_in_the_cloud_survives_a_status_the_node_wrote_offline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_created_offline_reaches_the_cloud_and_stays_at_the_edge() {
     let (pki, dir) = (Pki::new(), tempfile::tempdir().unwrap());
-    let (cloud, edge) = site(&pki, &dir).await;
+    let (cloud, edge) = e2e::linked_site(&pki, dir.path(), "edge-1").await;
     let ports = take_cloud_away(cloud, &edge).await;
 
     // A kubelet that starts while the cloud is away creates its Lease, then renews it.
-    let leases: Api<Lease> = Api::namespaced(lwproxy_client(&edge), "kube-node-lease");
+    let leases: Api<Lease> = Api::namespaced(edge.lwproxy_client(), "kube-node-lease");
     let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "edge-1"},
         "spec": {"holderIdentity": "edge-1", "leaseDurationSeconds": 40,
                  "renewTime": "2026-01-01T00:00:00.000000Z"}}))
@@ -151,18 +127,6 @@ async fn a_lease_created_offline_reaches_the_cloud_and_stays_at_the_edge() {
     cloud.stop().await;
 }
 
-/// Runs edgecore as a process (so it can be killed) with this config.
-fn spawn_edge(config: &edgecore::Config, dir: &std::path::Path) -> ChildGuard {
-    let path = dir.join("edgecore.yaml");
-    std::fs::write(&path, daemon::to_yaml(config)).unwrap();
-    let child = Command::new(EDGECORE)
-        .args(["--config", path.to_str().unwrap()])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    ChildGuard(child)
-}
-
 /// A loopback port nothing listens on right now, for a child process's lwproxy.
 fn unused_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -191,7 +155,7 @@ async fn a_status_answered_offline_survives_a_sigkill_and_reaches_the_cloud() {
     let mut config = edge_config(&pki.node("edge-1"), cloud.addr(transport), transport, &db);
     let port = unused_port();
     config.modules.lw_proxy.server = ([127, 0, 0, 1], port).into();
-    let mut child = spawn_edge(&config, dir.path());
+    let mut child = e2e::spawn_edgecore(EDGECORE, &config, dir.path());
     let at_edge: Api<Pod> = Api::namespaced(client_at(port), "default");
     eventually("the edge serves the pod", WAIT, || async {
         at_edge.get_opt("web").await.ok().flatten().is_some()
@@ -221,7 +185,7 @@ async fn a_status_answered_offline_survives_a_sigkill_and_reaches_the_cloud() {
     }
 
     let cloud = k8s_cloud(&pki, ports).await;
-    let _child = spawn_edge(&config, dir.path());
+    let _child = e2e::spawn_edgecore(EDGECORE, &config, dir.path());
     let pods: Api<Pod> = Api::namespaced(cloud.kube().await, "default");
     eventually("the status reaches the cloud", WAIT, || async {
         let pod = pods.get("web").await.unwrap();

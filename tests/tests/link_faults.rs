@@ -1,7 +1,6 @@
 //! The link under faults: an edge killed mid-stream, a cloud restarted under connected nodes,
 //! a lossy or silent path, and peers that lie or break the protocol.
 
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +8,7 @@ use e2e::controller::Desired;
 use e2e::{Pki, Ports, cloud, edge, edge_config};
 use link::Transport;
 use link::faultproxy::{Direction, FaultProxy};
-use testkit::{ChildGuard, eventually};
+use testkit::eventually;
 
 const CONVERGE: Duration = Duration::from_secs(60);
 const EDGECORE: &str = env!("CARGO_BIN_EXE_e2e-edgecore");
@@ -24,17 +23,6 @@ async fn held_on_disk(db: &std::path::Path) -> std::collections::BTreeMap<String
     e2e::held(&store).await
 }
 
-fn spawn_edge(config: &edgecore::Config, dir: &std::path::Path) -> ChildGuard {
-    let path = dir.join("edgecore.yaml");
-    std::fs::write(&path, daemon::to_yaml(config)).unwrap();
-    let child = Command::new(EDGECORE)
-        .args(["--config", path.to_str().unwrap()])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    ChildGuard(child)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_killed_mid_stream_converges_without_losing_or_resending_anything() {
     let pki = Pki::new();
@@ -46,7 +34,7 @@ async fn an_edge_killed_mid_stream_converges_without_losing_or_resending_anythin
         Transport::WebSocket,
         &pki.path("edge.db"),
     );
-    let mut child = spawn_edge(&config, pki.dir.path());
+    let mut child = e2e::spawn_edgecore(EDGECORE, &config, pki.dir.path());
     for i in 0..3_000u64 {
         cloud.desired.put_pod(node, &format!("p{i}"), 10 + i).await;
     }
@@ -77,7 +65,7 @@ async fn an_edge_killed_mid_stream_converges_without_losing_or_resending_anythin
         "the edge holds something it was never sent"
     );
 
-    let _child = spawn_edge(&config, pki.dir.path());
+    let _child = e2e::spawn_edgecore(EDGECORE, &config, pki.dir.path());
     eventually("the restarted edge converges", CONVERGE, || async {
         held_on_disk(&pki.path("edge.db")).await == expected
     })
