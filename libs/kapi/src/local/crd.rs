@@ -1,10 +1,9 @@
-//! CustomResourceDefinitions, with the apiextensions controllers' part done here: a stored
-//! CRD is validated and accepted at once (`NamesAccepted`, `Established`), its resources are
-//! served from the [`Registry`] after each committed write, and a deleted CRD first loses its
-//! custom objects (a cleanup task, held by the `customresourcecleanup` finalizer as in kube),
-//! then its resources.
-
-use std::time::Duration;
+//! The strategies of CustomResourceDefinitions and of the custom resources they define, with
+//! the apiextensions controllers' part done here: a stored CRD is validated and accepted at
+//! once (`NamesAccepted`, `Established`), and its resources are served from the [`Registry`]
+//! after each committed write. A deleted CRD is held by the `customresourcecleanup` finalizer
+//! (as in kube) until `crd_cleanup`, above the verbs, has deleted its custom objects. A
+//! custom object is only created while its CRD is there and not terminating.
 
 use apimachinery::catalog::from_crd;
 use apimachinery::time::now_rfc3339;
@@ -12,18 +11,22 @@ use apimachinery::{ApiError, ResourceInfo};
 use objstore::{ListOptions, ObjKey, Store, StoreError, StoredObject};
 use serde_json::{Map, Value, json};
 
-use super::update::Part;
-use super::{Core, delete, meta};
+use super::meta;
+use super::vocab::{Cleanup, Core, Strategy, Target, parse};
 use crate::Registry;
 
 pub(super) const GROUP: &str = "apiextensions.k8s.io";
 const KIND: &str = "CustomResourceDefinition";
 /// Where CRDs are stored (`plural.group` of the CRD resource itself).
-const STORE_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
+pub(super) const STORE_RESOURCE: &str = "customresourcedefinitions.apiextensions.k8s.io";
 /// Holds a deleted CRD until its custom objects are gone.
-const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
-/// How often a deleted CRD's cleanup re-checks objects that wait for their finalizers.
-const CLEANUP_INTERVAL: Duration = Duration::from_secs(1);
+pub(super) const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// CustomResourceDefinitions.
+pub(super) struct Crds;
+
+/// The objects of every CRD's resources.
+pub(super) struct CustomResources;
 
 /// Registers the resources of every stored CRD; returns how many CRDs were registered.
 /// Call at start, before serving. CRDs that no longer parse are skipped with a warning.
@@ -49,32 +52,73 @@ pub async fn register_existing_crds(
     Ok(registered)
 }
 
-/// The key of the CRD a custom resource comes from.
-pub(super) fn parent_key(info: &ResourceInfo) -> Option<ObjKey> {
-    info.custom
-        .then(|| key(&format!("{}.{}", info.plural, info.group)))
+// === impl Crds ===
+
+#[async_trait::async_trait]
+impl Strategy for Crds {
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+
+    fn prepare_create(&self, target: &Target, obj: &mut Value) -> Result<(), ApiError> {
+        prepare(&target.registry, obj, None)
+    }
+
+    fn prepare_update(
+        &self,
+        target: &Target,
+        next: &mut Value,
+        current: &Value,
+    ) -> Result<(), ApiError> {
+        prepare(&target.registry, next, Some(current))
+    }
+
+    fn mark_deleting(&self, obj: &mut Value) {
+        mark_terminating(obj);
+    }
+
+    fn cleanup(&self) -> Option<Cleanup> {
+        Some(Cleanup::CustomObjects)
+    }
+
+    /// The registry follows the stored CRD.
+    async fn after_write(&self, core: &Core, name: &str) {
+        sync(core, name).await;
+    }
 }
 
-/// Refuses a custom object whose CRD is gone (404) or terminating (405).
-pub(super) fn check_create_of(crd: Option<&StoredObject>) -> Result<(), ApiError> {
-    let Some(crd) = crd else {
-        let message = "the server could not find the requested resource";
-        return Err(ApiError::new(404, "NotFound", message));
-    };
-    if meta::deleting(&super::parse(crd)?) {
-        let message = "create not allowed while custom resource definition is terminating";
-        return Err(ApiError::new(405, "MethodNotAllowed", message));
+// === impl CustomResources ===
+
+impl Strategy for CustomResources {
+    fn tracks_generation(&self) -> bool {
+        true
     }
-    Ok(())
+
+    /// The CRD the resource comes from (`plural.group`).
+    fn create_parent(&self, target: &Target) -> Option<ObjKey> {
+        let info = &target.info;
+        Some(key(&format!("{}.{}", info.plural, info.group)))
+    }
+
+    /// Refuses a custom object whose CRD is gone (404) or terminating (405).
+    fn check_parent(&self, crd: Option<&StoredObject>) -> Result<(), ApiError> {
+        let Some(crd) = crd else {
+            let message = "the server could not find the requested resource";
+            return Err(ApiError::new(404, "NotFound", message));
+        };
+        if meta::deleting(&parse(crd)?) {
+            let message = "create not allowed while custom resource definition is terminating";
+            return Err(ApiError::new(405, "MethodNotAllowed", message));
+        }
+        Ok(())
+    }
 }
+
+// === helpers ===
 
 /// Validates a CRD about to be stored (422) and sets its status; `previous` is the stored
 /// CRD of an update.
-pub(super) fn prepare(
-    registry: &Registry,
-    obj: &mut Value,
-    previous: Option<&Value>,
-) -> Result<(), ApiError> {
+fn prepare(registry: &Registry, obj: &mut Value, previous: Option<&Value>) -> Result<(), ApiError> {
     let name = meta::name(obj).to_owned();
     let invalid =
         |field: &str, why: String| ApiError::invalid(GROUP, KIND, &name, &[(field, &why)]);
@@ -106,7 +150,7 @@ pub(super) fn prepare(
 }
 
 /// Marks a CRD being deleted (`Terminating` condition).
-pub(super) fn mark_terminating(obj: &mut Value) {
+fn mark_terminating(obj: &mut Value) {
     let terminating = condition(
         "Terminating",
         "InstanceDeletionInProgress",
@@ -123,7 +167,7 @@ pub(super) fn mark_terminating(obj: &mut Value) {
 }
 
 /// Brings the registry in line with the stored CRD `name` (after a committed write).
-pub(super) async fn sync(core: &Core, name: &str) {
+async fn sync(core: &Core, name: &str) {
     match core.get(&key(name)).await {
         Ok(Some(obj)) => {
             if let Err(e) = register(&core.registry, &obj) {
@@ -135,26 +179,7 @@ pub(super) async fn sync(core: &Core, name: &str) {
     }
 }
 
-/// Starts deleting the custom objects of CRD `name` (with uid `uid`) unless that already runs.
-pub(super) fn spawn_cleanup(core: &Core, name: &str, uid: &str) {
-    let (name, uid) = (name.to_owned(), uid.to_owned());
-    core.spawn_cleanup(key(&name), move |core| async move {
-        cleanup(&core, &name, &uid).await
-    });
-}
-
-/// Restarts the cleanup of CRDs left terminating by a previous run.
-pub(super) async fn resume(core: &Core) -> Result<(), ApiError> {
-    for stored in core.list(STORE_RESOURCE, None).await? {
-        let obj = super::parse(&stored)?;
-        if meta::deleting(&obj) {
-            spawn_cleanup(core, meta::name(&obj), meta::uid(&obj));
-        }
-    }
-    Ok(())
-}
-
-fn key(name: &str) -> ObjKey {
+pub(super) fn key(name: &str) -> ObjKey {
     ObjKey::new(STORE_RESOURCE, "", name)
 }
 
@@ -180,72 +205,10 @@ fn register(registry: &Registry, obj: &Value) -> Result<(), apimachinery::catalo
 }
 
 /// Stops serving the resources of CRD `name` (`plural.group`).
-fn unregister(registry: &Registry, name: &str) {
+pub(super) fn unregister(registry: &Registry, name: &str) {
     if let Some((plural, group)) = name.split_once('.') {
         registry.remove(group, plural);
     }
-}
-
-/// Deletes the CRD's objects until none is left, then stops serving them and lets the CRD go.
-async fn cleanup(core: &Core, name: &str, uid: &str) {
-    loop {
-        match core.get(&key(name)).await {
-            Ok(Some(crd)) if meta::uid(&crd) != uid => return,
-            Ok(_) => {}
-            Err(e) => tracing::warn!(crd = %name, error = %e, "reading CRD"),
-        }
-        // Custom objects are stored under `plural.group`, the CRD's name.
-        let left = match core.registry.by_store_resource(name) {
-            Some(info) => delete::delete_all(core, info, None).await,
-            None => purge(core, name).await,
-        };
-        match left {
-            Ok(0) => break,
-            Ok(left) => tracing::debug!(crd = %name, left, "custom objects remain"),
-            Err(e) => tracing::warn!(crd = %name, error = %e, "deleting custom objects"),
-        }
-        tokio::time::sleep(CLEANUP_INTERVAL).await;
-    }
-    unregister(&core.registry, name);
-    if let Err(e) = remove_finalizer(core, name, uid).await {
-        tracing::warn!(crd = %name, error = %e, "finalizing CRD");
-    }
-}
-
-/// Removes the objects of a resource no longer served (its CRD stopped parsing): nothing can
-/// act on their finalizers any more. Returns how many are left (none).
-async fn purge(core: &Core, store_resource: &str) -> Result<usize, ApiError> {
-    for item in core.list(store_resource, None).await? {
-        core.store
-            .delete(&item.key)
-            .await
-            .map_err(super::store_error)?;
-    }
-    Ok(0)
-}
-
-/// Removes the cleanup finalizer; the CRD goes unless other finalizers hold it.
-async fn remove_finalizer(core: &Core, name: &str, uid: &str) -> Result<(), ApiError> {
-    core.edit_if_same(
-        (GROUP, "customresourcedefinitions"),
-        name,
-        uid,
-        Part::Main,
-        |next| {
-            let kept: Vec<Value> = meta::finalizers(next)
-                .into_iter()
-                .filter(|f| *f != CLEANUP_FINALIZER)
-                .map(|f| Value::String(f.to_owned()))
-                .collect();
-            let kept = if kept.is_empty() {
-                Value::Null
-            } else {
-                Value::Array(kept)
-            };
-            meta::set(next, "finalizers", kept);
-        },
-    )
-    .await
 }
 
 fn add_finalizer(obj: &mut Value) {

@@ -1,13 +1,15 @@
 //! POST: a new object gets its name (or one generated from `generateName`), uid,
 //! creationTimestamp, generation and resourceVersion; it is refused when it exists, when its
-//! namespace is missing or terminating, and when its CRD is terminating.
+//! namespace is missing or terminating, and when its strategy's parent (a custom resource's
+//! CRD) refuses it. What the kind adds comes from its [`Strategy`](super::vocab::Strategy).
 
 use apimachinery::ApiError;
 use apimachinery::time::now_rfc3339;
 use objstore::{Mutation, ObjKey, StoredObject};
 use serde_json::{Value, json};
 
-use super::{Core, Parents, Special, Target, crd, meta, namespace, validate};
+use super::vocab::{Core, Parents, Target, name_mismatch, namespace_key, parse};
+use super::{meta, strategy, validate};
 
 /// Generated names are tried this many times before the create fails (kube-apiserver retries
 /// name generation the same way).
@@ -20,6 +22,7 @@ const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// Creates `body` as `target`'s kind; returns the stored object.
 pub(super) async fn create(core: &Core, target: Target, body: Value) -> Result<Value, ApiError> {
+    let kind = strategy::of(&target.info);
     let obj = prepare(&target, body)?;
     let generate = meta::name(&obj).is_empty();
     let mut last = None;
@@ -30,7 +33,7 @@ pub(super) async fn create(core: &Core, target: Target, body: Value) -> Result<V
             meta::set(&mut obj, "name", Value::String(name));
         }
         let name = meta::name(&obj).to_owned();
-        validate::check_name(&target.info, &name)?;
+        validate::check_name(&target.info, kind.name_rule(), &name)?;
         let t = target.clone();
         let written = core
             .mutate(
@@ -43,7 +46,9 @@ pub(super) async fn create(core: &Core, target: Target, body: Value) -> Result<V
             Err(e) if generate && e.reason == "AlreadyExists" => last = Some(e),
             Err(e) => return Err(e),
             Ok(applied) => {
-                after_create(core, &target, &applied.output).await;
+                if !target.dry_run {
+                    kind.after_write(core, meta::name(&applied.output)).await;
+                }
                 return Ok(applied.output);
             }
         }
@@ -55,6 +60,7 @@ pub(super) async fn create(core: &Core, target: Target, body: Value) -> Result<V
 /// closure (server-side apply creates from within a patch).
 pub(super) fn prepare(target: &Target, mut obj: Value) -> Result<Value, ApiError> {
     let info = &target.info;
+    let kind = strategy::of(info);
     validate::check_type(info, &mut obj)?;
     validate::check_namespace(info, &target.namespace, &mut obj)?;
     if !meta::resource_version(&obj).is_empty() {
@@ -86,7 +92,7 @@ pub(super) fn prepare(target: &Target, mut obj: Value) -> Result<Value, ApiError
         Value::String(uuid::Uuid::new_v4().to_string()),
     );
     meta::set(&mut obj, "creationTimestamp", Value::String(now_rfc3339()));
-    let generation = if target.tracks_generation() {
+    let generation = if kind.tracks_generation() {
         json!(1)
     } else {
         Value::Null
@@ -99,27 +105,22 @@ pub(super) fn prepare(target: &Target, mut obj: Value) -> Result<Value, ApiError
     let name = meta::name(&obj);
     if !name.is_empty() {
         // The name is checked before anything derived from it (a namespace's name label).
-        validate::check_name(info, name)?;
+        validate::check_name(info, kind.name_rule(), name)?;
     }
-    validate::check_data(info, &mut obj)?;
-    match target.special() {
-        Special::Namespace => namespace::prepare_create(&mut obj),
-        Special::Pod => prepare_pod(&mut obj),
-        Special::Crd => crd::prepare(&target.registry, &mut obj, None)?,
-        Special::None => {}
-    }
+    kind.canonicalize(target, &mut obj)?;
+    kind.prepare_create(target, &mut obj)?;
     validate::check_metadata(info, &obj)?;
     Ok(obj)
 }
 
-/// The objects a create must read in its transaction: the namespace, and the CRD of a
-/// custom resource.
+/// The objects a create must read in its transaction: the namespace, and the strategy's
+/// parent (the CRD of a custom resource).
 pub(super) fn parents(target: &Target) -> Vec<ObjKey> {
     let mut keys = Vec::new();
     if target.info.namespaced {
-        keys.push(namespace::key(&target.namespace));
+        keys.push(namespace_key(&target.namespace));
     }
-    keys.extend(crd::parent_key(&target.info));
+    keys.extend(strategy::of(&target.info).create_parent(target));
     keys
 }
 
@@ -131,13 +132,14 @@ pub(super) fn step(
     revision: u64,
     parents: &Parents,
 ) -> Result<(Mutation, Value), ApiError> {
+    let kind = strategy::of(&target.info);
     let mut parents = parents.iter();
     if target.info.namespaced {
         let ns = parents.next().and_then(Option::as_ref);
-        namespace::check_create_in(target, meta::name(&obj), ns)?;
+        check_namespace_open(target, meta::name(&obj), ns)?;
     }
-    if target.info.custom {
-        crd::check_create_of(parents.next().and_then(Option::as_ref))?;
+    if kind.create_parent(target).is_some() {
+        kind.check_parent(parents.next().and_then(Option::as_ref))?;
     }
     if current.is_some() {
         let info = &target.info;
@@ -151,26 +153,28 @@ pub(super) fn step(
     Ok((mutation, obj))
 }
 
-/// Work after a committed create: a CRD's resources become served.
-pub(super) async fn after_create(core: &Core, target: &Target, obj: &Value) {
-    if target.special() == Special::Crd && !target.dry_run {
-        crd::sync(core, meta::name(obj)).await;
+/// Refuses a create into a namespace that is missing (404) or terminating (403), as the
+/// NamespaceLifecycle admission does for every namespaced kind.
+fn check_namespace_open(
+    target: &Target,
+    name: &str,
+    ns: Option<&StoredObject>,
+) -> Result<(), ApiError> {
+    let Some(ns) = ns else {
+        return Err(ApiError::not_found("", "namespaces", &target.namespace));
+    };
+    let ns = parse(ns)?;
+    let terminating = meta::deleting(&ns)
+        || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+    if terminating {
+        let why = format!(
+            "unable to create new content in namespace {} because it is being terminated",
+            target.namespace
+        );
+        let info = &target.info;
+        return Err(ApiError::forbidden(&info.group, &info.plural, name, &why));
     }
-}
-
-pub(super) fn name_mismatch(body: &str, url: &str) -> ApiError {
-    ApiError::bad_request(format!(
-        "the name of the object ({body}) does not match the name on the URL ({url})"
-    ))
-}
-
-/// A pod starts `Pending` unless its creator says otherwise (mirror pods carry a status).
-fn prepare_pod(obj: &mut Value) {
-    let map = meta::object_mut(obj);
-    let status = meta::object_mut(map.entry("status").or_insert_with(|| json!({})));
-    status
-        .entry("phase")
-        .or_insert_with(|| Value::String("Pending".into()));
+    Ok(())
 }
 
 /// `generateName` plus five random characters.

@@ -1,6 +1,8 @@
 //! DELETE: preconditions, then either the object goes now or it is marked
-//! (`deletionTimestamp`) and kept: while finalizers remain, while a scheduled pod's grace
-//! period runs, and always for namespaces (their cleanup finishes the deletion).
+//! (`deletionTimestamp`) and kept: while finalizers remain, while the grace period its
+//! strategy gives runs (a scheduled pod's), and always when its strategy says a delete only
+//! marks (namespaces: their drain finishes the deletion). A cleanup the kind names is started
+//! by the caller, above the verbs, never from here.
 //!
 //! `propagationPolicy` is checked but has no effect: there is no garbage collector, so
 //! dependents are never deleted with their owner (as with `Orphan`); `Foreground` behaves like
@@ -13,7 +15,8 @@ use apimachinery::{ApiError, ResourceInfo};
 use objstore::Mutation;
 use serde_json::{Value, json};
 
-use super::{Core, Special, Target, crd, meta, namespace, pods};
+use super::vocab::{Core, Target, parse};
+use super::{meta, strategy};
 use crate::DeleteOptions;
 
 const POLICIES: [&str; 3] = ["Foreground", "Background", "Orphan"];
@@ -27,38 +30,47 @@ pub(super) enum Outcome {
     Marked(Value),
 }
 
-/// Deletes the object (or marks it); returns its last or new state.
+// === impl Outcome ===
+
+impl Outcome {
+    /// The object's last state (removed) or new state (marked).
+    pub(super) fn object(&self) -> &Value {
+        match self {
+            Outcome::Removed(obj) | Outcome::Marked(obj) => obj,
+        }
+    }
+
+    pub(super) fn into_object(self) -> Value {
+        match self {
+            Outcome::Removed(obj) | Outcome::Marked(obj) => obj,
+        }
+    }
+}
+
+/// Deletes the object (or marks it) for a client; what became of it.
 pub(super) async fn delete(
     core: &Core,
     target: Target,
     opts: DeleteOptions,
-) -> Result<Value, ApiError> {
+) -> Result<Outcome, ApiError> {
     check_options(&opts)?;
-    if target.special() == Special::Namespace {
-        namespace::check_deletable(&target.name)?;
-    }
-    match delete_object(core, target, opts).await? {
-        Outcome::Removed(obj) | Outcome::Marked(obj) => Ok(obj),
-    }
+    strategy::of(&target.info).check_delete(&target)?;
+    delete_object(core, target, opts).await
 }
 
-/// The delete of one object, also used by the namespace and CRD cleanups.
-pub(super) async fn delete_object(
+/// The delete of one object, also used by [`delete_all`].
+async fn delete_object(
     core: &Core,
     target: Target,
     opts: DeleteOptions,
 ) -> Result<Outcome, ApiError> {
-    let t = target.clone();
     let applied = core
         .mutate(vec![], target.key(), move |current, revision, _| {
-            let current = super::parse(current.ok_or_else(|| t.not_found())?)?;
-            check_preconditions(&t, &current, &opts)?;
-            step(&t, &opts, current, revision)
+            let current = parse(current.ok_or_else(|| target.not_found())?)?;
+            check_preconditions(&target, &current, &opts)?;
+            step(&target, &opts, current, revision)
         })
         .await?;
-    if !target.dry_run {
-        after_delete(core, &target, &applied.output);
-    }
     Ok(applied.output)
 }
 
@@ -86,7 +98,7 @@ pub(super) async fn delete_all(
 }
 
 /// 409 when `preconditions.uid` or `preconditions.resourceVersion` do not match.
-pub(super) fn check_preconditions(
+fn check_preconditions(
     target: &Target,
     current: &Value,
     opts: &DeleteOptions,
@@ -143,11 +155,9 @@ fn step(
     current: Value,
     revision: u64,
 ) -> Result<(Mutation, Outcome), ApiError> {
-    let grace = match target.special() {
-        Special::Pod => pods::grace_seconds(&current, opts),
-        _ => 0,
-    };
-    let held = target.special() == Special::Namespace || !meta::finalizers(&current).is_empty();
+    let kind = strategy::of(&target.info);
+    let grace = kind.grace_seconds(&current, opts);
+    let held = kind.marks_on_delete() || !meta::finalizers(&current).is_empty();
     if grace == 0 && !held {
         let mutation = if target.dry_run {
             Mutation::Keep
@@ -177,22 +187,5 @@ fn mark(target: &Target, obj: &mut Value, grace: i64) {
     if first && let Some(generation) = meta::generation(obj) {
         meta::set(obj, "generation", json!(generation + 1));
     }
-    match target.special() {
-        Special::Namespace => namespace::mark_terminating(obj),
-        Special::Crd => crd::mark_terminating(obj),
-        Special::Pod | Special::None => {}
-    }
-}
-
-/// Work after a committed delete: namespaces and CRDs start their cleanup.
-fn after_delete(core: &Core, target: &Target, outcome: &Outcome) {
-    match (target.special(), outcome) {
-        (Special::Namespace, Outcome::Marked(ns)) => {
-            namespace::spawn_drain(core, meta::name(ns), meta::uid(ns));
-        }
-        (Special::Crd, Outcome::Marked(obj) | Outcome::Removed(obj)) => {
-            crd::spawn_cleanup(core, meta::name(obj), meta::uid(obj));
-        }
-        _ => {}
-    }
+    strategy::of(&target.info).mark_deleting(obj);
 }

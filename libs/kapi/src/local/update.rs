@@ -5,7 +5,8 @@
 //! according to the part written (the main resource keeps the status, `status` takes only
 //! the status, `finalize` only `spec.finalizers`), then stored with a bumped generation when
 //! the spec changed, not stored at all when nothing changed, or deleted when it lost its last
-//! finalizer while marked for deletion.
+//! finalizer while marked for deletion (or still held by its kind). What the kind adds comes
+//! from its [`Strategy`](super::vocab::Strategy).
 
 use apimachinery::patch::{self, PatchError, PatchType};
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
@@ -14,7 +15,8 @@ use bytes::Bytes;
 use objstore::Mutation;
 use serde_json::{Value, json};
 
-use super::{Core, Parents, Special, Target, crd, create, meta, namespace, validate};
+use super::vocab::{Core, Parents, Subresource, Target, name_mismatch, parse, unsupported};
+use super::{create, meta, strategy, validate};
 
 /// Metadata the server owns: kept from the current object whatever the body says.
 const SERVER_OWNED: [&str; 7] = [
@@ -41,11 +43,15 @@ pub(super) enum Part {
 impl Part {
     /// The part a subresource names (405 for subresources that cannot be written).
     pub(super) fn of(info: &ResourceInfo, sub: Option<&str>, verb: &str) -> Result<Part, ApiError> {
-        match sub {
-            None => Ok(Part::Main),
-            Some("status") if info.has_subresource("status") => Ok(Part::Status),
-            Some("finalize") if super::special(info) == Special::Namespace => Ok(Part::Finalize),
-            Some(s) => Err(super::unsupported(verb, info, s)),
+        let Some(sub) = sub else {
+            return Ok(Part::Main);
+        };
+        if sub == "status" && info.has_subresource("status") {
+            return Ok(Part::Status);
+        }
+        match strategy::of(info).subresource(sub) {
+            Some(Subresource::Finalize) => Ok(Part::Finalize),
+            _ => Err(unsupported(verb, info, sub)),
         }
     }
 }
@@ -61,7 +67,7 @@ pub(super) async fn update(
     let t = target.clone();
     let applied = core
         .mutate(vec![], target.key(), move |current, revision, _| {
-            let current = super::parse(current.ok_or_else(|| t.not_found())?)?;
+            let current = parse(current.ok_or_else(|| t.not_found())?)?;
             check_preconditions(&t, &current, &body)?;
             let next = merge(&t, part, &current, body)?;
             commit(&t, part, &current, next, revision)
@@ -95,7 +101,7 @@ pub(super) async fn patch(
                 }
                 return Err(t.not_found());
             };
-            let current = super::parse(current)?;
+            let current = parse(current)?;
             let patched = patch::apply(&t.info, kind, &current, &patch).map_err(patch_error)?;
             let patched = check_body(&t, patched)?;
             check_preconditions(&t, &current, &patched)?;
@@ -117,10 +123,11 @@ pub(super) fn commit(
     mut next: Value,
     revision: u64,
 ) -> Result<(Mutation, Value), ApiError> {
-    validate::check_data(&target.info, &mut next)?;
+    let kind = strategy::of(&target.info);
+    kind.canonicalize(target, &mut next)?;
     validate::check_metadata(&target.info, &next)?;
     check_new_finalizers(target, current, &next)?;
-    if part == Part::Main && target.tracks_generation() {
+    if part == Part::Main && kind.tracks_generation() {
         let base = meta::generation(current).unwrap_or(1);
         let changed = meta::spec_changed(current, &next, target.has_status_subresource());
         meta::set(&mut next, "generation", json!(base + i64::from(changed)));
@@ -140,6 +147,39 @@ pub(super) fn commit(
     Ok((mutation, next))
 }
 
+/// Commits `edit` as `part` to the cluster-scoped object `name` of `group`/v1/`plural`, if it
+/// still has `uid`; an object that is gone, or was deleted and created again, is left alone.
+/// For the cleanups above the verbs, which finish what a delete started.
+pub(super) async fn edit_if_same(
+    core: &Core,
+    (group, plural): (&str, &str),
+    name: &str,
+    uid: &str,
+    part: Part,
+    edit: impl FnOnce(&mut Value) + Send + 'static,
+) -> Result<(), ApiError> {
+    let info = core.registry.get(group, "v1", plural).ok_or_else(|| {
+        ApiError::internal(format!("{plural} are not among the served resources"))
+    })?;
+    let target = core.target_for(info, "", name);
+    let uid = uid.to_owned();
+    core.mutate(vec![], target.key(), move |current, revision, _| {
+        let Some(current) = current else {
+            return Ok((Mutation::Keep, ()));
+        };
+        let current = parse(current)?;
+        if meta::uid(&current) != uid {
+            return Ok((Mutation::Keep, ()));
+        }
+        let mut next = current.clone();
+        edit(&mut next);
+        let (mutation, _) = commit(&target, part, &current, next, revision)?;
+        Ok((mutation, ()))
+    })
+    .await?;
+    Ok(())
+}
+
 /// A body's type, name and namespace must match the URL (filled in when absent).
 fn check_body(target: &Target, mut body: Value) -> Result<Value, ApiError> {
     validate::check_type(&target.info, &mut body)?;
@@ -147,7 +187,7 @@ fn check_body(target: &Target, mut body: Value) -> Result<Value, ApiError> {
     if name.is_empty() {
         meta::set(&mut body, "name", Value::String(target.name.clone()));
     } else if name != target.name {
-        return Err(create::name_mismatch(name, &target.name));
+        return Err(name_mismatch(name, &target.name));
     }
     validate::check_namespace(&target.info, &target.namespace, &mut body)?;
     Ok(body)
@@ -181,11 +221,7 @@ fn merge(target: &Target, part: Part, current: &Value, body: Value) -> Result<Va
             if target.has_status_subresource() {
                 meta::set_top(&mut next, "status", current.get("status").cloned());
             }
-            match target.special() {
-                Special::Namespace => namespace::prepare_update(&mut next, current),
-                Special::Crd => crd::prepare(&target.registry, &mut next, Some(current))?,
-                Special::Pod | Special::None => {}
-            }
+            strategy::of(&target.info).prepare_update(target, &mut next, current)?;
             Ok(next)
         }
         // One rule with lwproxy's offline status writes.
@@ -228,13 +264,13 @@ fn check_new_finalizers(target: &Target, current: &Value, next: &Value) -> Resul
     ))
 }
 
-/// True when the write removes what held a marked object: no finalizers left (and, for a
-/// namespace, no `spec.finalizers`), and no grace period still running.
+/// True when the write removes what held a marked object: no finalizers left, nothing the
+/// kind holds it by (a namespace's `spec.finalizers`), and no grace period still running.
 fn finished_deleting(target: &Target, current: &Value, next: &Value) -> bool {
     meta::deleting(current)
         && meta::finalizers(next).is_empty()
         && meta::deletion_grace(current).unwrap_or(0) == 0
-        && !(target.special() == Special::Namespace && namespace::has_spec_finalizers(next))
+        && !strategy::of(&target.info).holds_deletion(next)
 }
 
 /// Server-side apply of a missing object: the patch applied to an empty object, created.
@@ -259,14 +295,17 @@ fn apply_create(
     let obj =
         patch::apply(&target.info, PatchType::Apply, &skeleton, patch).map_err(patch_error)?;
     let obj = create::prepare(target, obj)?;
-    validate::check_name(&target.info, &target.name)?;
+    let rule = strategy::of(&target.info).name_rule();
+    validate::check_name(&target.info, rule, &target.name)?;
     create::step(target, obj, None, revision, parents)
 }
 
-/// Work after a committed write: a CRD's served resources follow it.
+/// Work after a committed write (a CRD's served resources follow it).
 async fn after_update(core: &Core, target: &Target) {
-    if target.special() == Special::Crd && !target.dry_run {
-        crd::sync(core, &target.name).await;
+    if !target.dry_run {
+        strategy::of(&target.info)
+            .after_write(core, &target.name)
+            .await;
     }
 }
 

@@ -1,12 +1,12 @@
-//! What kube-apiserver checks on every object it stores: the body's type, the name rule of the
-//! kind (DNS-1123 subdomain, DNS-1123 label, DNS-1035 label), and the shape of labels,
-//! annotations and finalizers.
+//! What kube-apiserver checks on every object it stores: the body's type, a name against the
+//! rule its kind's strategy names (DNS-1123 subdomain, DNS-1123 label, DNS-1035 label), and
+//! the shape of labels, annotations and finalizers. Generic: no kind is named here.
 
-use apimachinery::configdata::{self, DataError};
 use apimachinery::{ApiError, ResourceInfo};
 use serde_json::Value;
 
 use super::meta;
+use super::vocab::NameRule;
 
 const LABEL_MAX: usize = 63;
 const SUBDOMAIN_MAX: usize = 253;
@@ -29,17 +29,6 @@ const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist 
     characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. \
     'MyValue',  or 'my_value',  or '12345', regex used for validation is \
     '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-
-/// Which names a kind accepts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum NameRule {
-    /// Most kinds.
-    Subdomain,
-    /// Namespaces.
-    Label,
-    /// Services (a name becomes a DNS label and an environment variable prefix).
-    Dns1035,
-}
 
 /// Checks `apiVersion`/`kind` against the resource, filling them in when absent (400 on a
 /// mismatch, as decoding a body of the wrong type does).
@@ -105,8 +94,8 @@ pub(super) fn check_namespace(
     Ok(())
 }
 
-/// 422 unless `name` follows the kind's naming rule.
-pub(super) fn check_name(info: &ResourceInfo, name: &str) -> Result<(), ApiError> {
+/// 422 unless `name` follows `rule`, the naming rule of `info`'s kind.
+pub(super) fn check_name(info: &ResourceInfo, rule: NameRule, name: &str) -> Result<(), ApiError> {
     if name.is_empty() {
         return Err(invalid(
             info,
@@ -115,7 +104,7 @@ pub(super) fn check_name(info: &ResourceInfo, name: &str) -> Result<(), ApiError
             "Required value: name or generateName is required".into(),
         ));
     }
-    match name_problem(name_rule(info), name) {
+    match name_problem(rule, name) {
         None => Ok(()),
         Some(why) => Err(invalid(
             info,
@@ -193,34 +182,9 @@ pub(super) fn check_metadata(info: &ResourceInfo, obj: &Value) -> Result<(), Api
     Ok(())
 }
 
-/// The rules of the kind's own data: a Secret's `stringData` is merged into `data`, and the
-/// keys and values of Secrets and ConfigMaps are checked ([`apimachinery::configdata`]).
-pub(super) fn check_data(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
-    let checked = match (info.group.as_str(), info.plural.as_str()) {
-        ("", "secrets") => configdata::prepare_secret(obj),
-        ("", "configmaps") => configdata::check_configmap(obj),
-        _ => return Ok(()),
-    };
-    checked.map_err(|e| match e {
-        DataError::Invalid { field, why } => invalid(info, meta::name(obj), &field, why),
-        DataError::Malformed(why) => ApiError::bad_request(format!(
-            "{} in version \"v1\" cannot be handled as a {}: {why}",
-            info.kind, info.kind
-        )),
-    })
-}
-
 /// `Kind "name" is invalid: field: why` (422).
 pub(super) fn invalid(info: &ResourceInfo, name: &str, field: &str, why: String) -> ApiError {
     ApiError::invalid(&info.group, &info.kind, name, &[(field, &why)])
-}
-
-fn name_rule(info: &ResourceInfo) -> NameRule {
-    match (info.group.as_str(), info.plural.as_str()) {
-        ("", "namespaces") => NameRule::Label,
-        ("", "services") => NameRule::Dns1035,
-        _ => NameRule::Subdomain,
-    }
 }
 
 fn name_problem(rule: NameRule, name: &str) -> Option<String> {
