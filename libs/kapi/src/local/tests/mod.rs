@@ -4,6 +4,7 @@
 mod crds;
 mod create;
 mod delete;
+mod layering;
 mod namespaces;
 mod subresources;
 mod update;
