@@ -10,19 +10,19 @@
 //!
 //! The submodules form layers; each imports only from layers below it (or its own, without a
 //! cycle), which `tests/layering.rs` checks on the sources:
-//! 1. Vocabulary: `meta` (an object's JSON) and `vocab` (the [`Core`](vocab::Core) a write runs
-//!    against, its [`Target`](vocab::Target), and the [`Strategy`](vocab::Strategy) hooks),
-//!    importing no other module; `validate` (the generic checks) on top of them.
+//! 1. Vocabulary: `meta` (an object's JSON) and `vocab` (the `Core` a write runs against,
+//!    its `Target`, and the `Strategy` hooks), importing no other module; `validate` (the
+//!    generic checks) on top of them.
 //! 2. Strategies: how a kind differs, as Kubernetes' registry strategies say it (prepare and
 //!    canonicalize on create and update, what a delete does, after-commit work): `pods`,
 //!    `namespace`, `crd` (CRDs and custom resources) and `strategy`, which picks the one of a
-//!    resource ([`strategy::of`]) and holds the small ones (services, configmaps, secrets).
+//!    resource (`strategy::of`) and holds the small ones (services, configmaps, secrets).
 //! 3. Verbs: `create`, `update` (PUT and PATCH, main resource and subresources) and `delete`,
 //!    written once; they call the strategy of the resource written, never a kind by name.
 //! 4. Above the verbs, calling them: `pod_subresources` (binding, eviction), `namespace_drain`
 //!    (the namespaces the system needs, emptying a terminating namespace) and `crd_cleanup`
 //!    (a deleted CRD's custom objects). The verbs only name the cleanup a delete needs
-//!    ([`Cleanup`](vocab::Cleanup)); this root starts it, and routes each request.
+//!    (`Cleanup`); this root starts it, and routes each request.
 //!
 //! Cleanups that outlive a request run as tasks that end when the backend is dropped.
 //!
