@@ -2,7 +2,7 @@
 //! kube-apiserver's semantics.
 //!
 //! Every decision (preconditions, AlreadyExists, "the namespace is terminating") is taken
-//! inside one [`objstore::Store::mutate_many`] call on the store's writer thread, so each
+//! inside one [`objstore::Writer::mutate_many`] call on the store's writer thread, so each
 //! read-check-write is atomic; the revision the store hands the closure becomes the object's
 //! `resourceVersion`. A create also reads its namespace (and, for a custom resource, its CRD)
 //! in the same transaction, so no object can slip into a namespace after it started
@@ -46,7 +46,7 @@ use apimachinery::patch::PatchType;
 use apimachinery::{ApiError, ResourceInfo};
 use bytes::Bytes;
 use objstore::{
-    Applied, ListOptions, Mutation, NewObject, ObjKey, Store, StoreError, StoredObject,
+    Applied, ListOptions, Mutation, NewObject, ObjKey, StoreError, StoredObject, Writer,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -65,7 +65,7 @@ pub struct LocalBackend {
 /// What every step needs; cheap to clone into cleanup tasks.
 #[derive(Clone)]
 struct Core {
-    store: Store,
+    store: Arc<Writer>,
     registry: Registry,
     /// Cancelled when the [`LocalBackend`] is dropped: ends the cleanup tasks.
     shutdown: CancellationToken,
@@ -105,9 +105,9 @@ type Step<T> =
 // === impl LocalBackend ===
 
 impl LocalBackend {
-    pub fn new(store: Store, registry: Registry) -> Arc<LocalBackend> {
+    pub fn new(store: impl Into<Arc<Writer>>, registry: Registry) -> Arc<LocalBackend> {
         let core = Core {
-            store,
+            store: store.into(),
             registry,
             shutdown: CancellationToken::new(),
             cleanups: Arc::default(),
