@@ -32,15 +32,18 @@ pub struct Running {
 
 /// Starts edgecore: every enabled module and listener. Returns once all listeners are bound.
 pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Running> {
-    let store = open_store(&config.database)?;
-    let meta = metamanager::Handle::new(store);
+    // metamanager owns the store's writer; everyone else gets read handles from it.
+    let meta = metamanager::Handle::new(open_store(&config.database)?);
     let capacity = config.common_config.mailbox_size.get();
     let mut runtime = beehive::Runtime::new().with_default_capacity(capacity);
-    let meta_config = config.modules.meta_manager.clone();
-    runtime.register(MetaManager::new(meta_config, meta.clone()));
+    let meta_module = MetaManager::new(config.modules.meta_manager.clone(), meta.clone());
+    // The cloud's objects reach the store only through the link.
+    let downstream = meta_module.downstream();
+    runtime.register(meta_module);
     let mut hub = None;
     if config.modules.edge_hub.enable {
-        let (module, handle) = edgehub::EdgeHub::new(config.modules.edge_hub.clone(), meta.clone())
+        let hub_config = config.modules.edge_hub.clone();
+        let (module, handle) = edgehub::EdgeHub::new(hub_config, meta.clone(), downstream)
             .context("starting modules.edgeHub")?;
         tracing::info!(
             node_id = handle.node(),
@@ -81,7 +84,7 @@ fn never_linked() -> watch::Receiver<LinkState> {
 }
 
 /// Opens the edge store; errors name the file and how to recover from a damaged one.
-fn open_store(db: &metamanager::DatabaseConfig) -> anyhow::Result<objstore::Store> {
+fn open_store(db: &metamanager::DatabaseConfig) -> anyhow::Result<objstore::Writer> {
     let path = &db.data_source;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| {
@@ -91,7 +94,7 @@ fn open_store(db: &metamanager::DatabaseConfig) -> anyhow::Result<objstore::Stor
             )
         })?;
     }
-    let store = objstore::Store::open(path, db.store_config()).with_context(|| {
+    let store = objstore::Writer::open(path, db.store_config()).with_context(|| {
         format!(
             "opening database.dataSource {} (with database.onCorrupt: rebuild a damaged file is \
              moved aside and the node resyncs from the cloud)",

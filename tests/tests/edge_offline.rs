@@ -175,7 +175,7 @@ async fn a_status_answered_offline_survives_a_sigkill_and_reaches_the_cloud() {
 
     // On disk: the status and the message that sends it.
     {
-        let store = objstore::Store::open(&db, objstore::StoreConfig::default()).unwrap();
+        let store = objstore::Writer::open(&db, objstore::StoreConfig::default()).unwrap();
         let key = objstore::ObjKey::new("pods", "default", "web");
         let held = store.get(&key).await.unwrap().expect("held");
         assert_eq!(held.field("status.phase"), Some("Failed"));

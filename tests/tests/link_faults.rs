@@ -19,7 +19,7 @@ async fn held_on_disk(db: &std::path::Path) -> std::collections::BTreeMap<String
         verify_on_open: false,
         ..Default::default()
     };
-    let store = objstore::Store::open(db, config).unwrap();
+    let store = objstore::Writer::open(db, config).unwrap();
     e2e::held(&store).await
 }
 

@@ -2,7 +2,7 @@
 //! kube-apiserver's semantics.
 //!
 //! Every decision (preconditions, AlreadyExists, "the namespace is terminating") is taken
-//! inside one [`objstore::Store::mutate_many`] call on the store's writer thread, so each
+//! inside one [`objstore::Writer::mutate_many`] call on the store's writer thread, so each
 //! read-check-write is atomic; the revision the store hands the closure becomes the object's
 //! `resourceVersion`. A create also reads its namespace (and, for a custom resource, its CRD)
 //! in the same transaction, so no object can slip into a namespace after it started
@@ -64,7 +64,7 @@ use std::sync::Arc;
 use apimachinery::ApiError;
 use apimachinery::patch::PatchType;
 use bytes::Bytes;
-use objstore::Store;
+use objstore::Writer;
 use serde_json::Value;
 
 use crate::{Backend, DeleteOptions, Registry, WriteRequest};
@@ -83,8 +83,8 @@ pub struct LocalBackend {
 // === impl LocalBackend ===
 
 impl LocalBackend {
-    pub fn new(store: Store, registry: Registry) -> Arc<LocalBackend> {
-        let core = Core::new(store, registry);
+    pub fn new(store: impl Into<Arc<Writer>>, registry: Registry) -> Arc<LocalBackend> {
+        let core = Core::new(store.into(), registry);
         Arc::new(LocalBackend { core })
     }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use objstore::{ListOptions, Mutation, NewObject, ObjKey, Store, StoreConfig, WatchOptions};
+use objstore::{ListOptions, Mutation, NewObject, ObjKey, StoreConfig, WatchOptions, Writer};
 use rand::Rng;
 
 const KIB: usize = 1024;
@@ -74,7 +74,7 @@ fn pod(ns: &str, name: &str, node: &str, rv: u64) -> NewObject {
 }
 
 async fn upserts(dir: &Path, writers: usize, run_for: Duration) {
-    let store = Store::open(dir.join("bench.db"), StoreConfig::default()).expect("open");
+    let store = Arc::new(Writer::open(dir.join("bench.db"), StoreConfig::default()).expect("open"));
     let deadline = Instant::now() + run_for;
     let start = Instant::now();
     let tasks: Vec<_> = (0..writers)
@@ -117,7 +117,7 @@ async fn upserts(dir: &Path, writers: usize, run_for: Duration) {
 }
 
 async fn list_by_node(dir: &Path) {
-    let store = Store::open(dir.join("bench.db"), StoreConfig::default()).expect("open");
+    let store = Writer::open(dir.join("bench.db"), StoreConfig::default()).expect("open");
     let (nodes, per_node) = (50, 1000);
     for node in 0..nodes {
         let items: Vec<_> = (0..per_node)
@@ -155,7 +155,7 @@ async fn list_by_node(dir: &Path) {
     );
     // After a restart the cache is empty: the first list of each node decodes every row.
     drop(store);
-    let store = Store::open(dir.join("bench.db"), StoreConfig::default()).expect("reopen");
+    let store = Writer::open(dir.join("bench.db"), StoreConfig::default()).expect("reopen");
     let mut cold = Vec::new();
     for node in 0..nodes {
         let t0 = Instant::now();
@@ -174,7 +174,7 @@ async fn list_by_node(dir: &Path) {
 }
 
 async fn watch_latency(dir: &Path, subscribers: usize) {
-    let store = Store::open(dir.join("bench.db"), StoreConfig::default()).expect("open");
+    let store = Arc::new(Writer::open(dir.join("bench.db"), StoreConfig::default()).expect("open"));
     // The probe is registered first, so its predicate runs first when the writer publishes a
     // batch, right after COMMIT returned: that is the commit timestamp of each revision.
     let committed: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();

@@ -40,7 +40,7 @@ pub enum Synchronous {
     Normal,
 }
 
-/// What `Store::open` does with a file that is not a usable database.
+/// What `Writer::open` does with a file that is not a usable database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnCorrupt {
     /// Return [`StoreError::Corrupt`](crate::StoreError::Corrupt) naming the path.

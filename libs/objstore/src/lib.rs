@@ -1,12 +1,32 @@
 //! objstore: the SQLite object store shared by the edge store (metamanager) and the embedded
-//! Kubernetes API server. Writers hand it read-modify-write closures; readers list, get and
-//! watch; edgehub keeps its upstream outbox in the same file.
+//! Kubernetes API server. The writer hands it read-modify-write closures; readers list, get and
+//! watch; the upstream outbox edgehub drains lives in the same file.
 //!
 //! # Design
 //!
-//! **One file, one writer.** A [`Store`] owns one SQLite database in WAL mode
+//! **One file, one writer.** A [`Writer`] owns one SQLite database in WAL mode
 //! (`synchronous=FULL` by default, see [`StoreConfig`]). A dedicated std thread owns the only
 //! write connection; every write is a job sent to it over a bounded channel.
+//!
+//! **One writer, many readers** (as kube-runtime's reflector splits `Writer` and `Store`). The
+//! [`Writer`] is not `Clone`: whoever opens the file owns its writes (metamanager at the edge,
+//! the API server's backend in the cloud) and hands out [`Store`]s, cheap clonable read handles
+//! with no write method, so code that was only given a [`Store`] cannot change the file.
+//! Dropping the [`Writer`] stops the writer thread; readers go on reading and their watchers end.
+//!
+//! ```compile_fail
+//! // A reader has no way to write.
+//! async fn write(reader: objstore::Store, key: objstore::ObjKey, obj: objstore::NewObject) {
+//!     reader.put(key, obj).await;
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! // Nor can the writer be copied to give someone else write access.
+//! fn share(writer: &objstore::Writer) -> objstore::Writer {
+//!     writer.clone()
+//! }
+//! ```
 //!
 //! **Group commit.** The writer takes every job already queued (up to
 //! [`StoreConfig::max_batch`] mutations), runs them in order inside one `BEGIN IMMEDIATE`
@@ -15,12 +35,12 @@
 //! closure, the commit) the transaction rolls back and every caller of the batch gets the
 //! error: an `Ok` always means "on disk". [`Stats::commits`] counts transactions.
 //!
-//! **Read-modify-write.** [`Store::mutate`] runs a closure on the writer thread with the
+//! **Read-modify-write.** [`Writer::mutate`] runs a closure on the writer thread with the
 //! object's current state, which includes writes made earlier in the same batch, and the
 //! revision a change would get. The closure returns a [`Mutation`] (`Put`, `Delete`, `Keep`)
 //! plus a value for the caller, so preconditions (optimistic concurrency, "never overwrite a
-//! newer version", uid-checked deletes) are evaluated atomically. [`Store::mutate_many`] runs
-//! many in one transaction; [`Store::put`] and [`Store::delete`] are the unconditional forms.
+//! newer version", uid-checked deletes) are evaluated atomically. [`Writer::mutate_many`] runs
+//! many in one transaction; [`Writer::put`] and [`Writer::delete`] are the unconditional forms.
 //!
 //! **Revisions.** One global counter, persisted in the same transaction as the change: every
 //! `Put` and every effective `Delete` takes the next value; `Keep` takes none. It survives
@@ -60,9 +80,9 @@
 //! when live events are fanned out): keep them short, and never call back into the store from
 //! them.
 //!
-//! **Outbox.** [`Store::outbox_put`] / [`Store::outbox_peek`] / [`Store::outbox_ack`] keep the
+//! **Outbox.** [`Writer::outbox_put`] / [`Store::outbox_peek`] / [`Writer::outbox_ack`] keep the
 //! upstream queue in the same database, written through the same group commit, coalesced by
-//! key (see [`outbox`]). [`Store::mutate_and_queue`] writes an object change and its outbox
+//! key (see [`outbox`]). [`Writer::mutate_and_queue`] writes an object change and its outbox
 //! entry in one transaction.
 //!
 //! **Bad files.** A garbage or truncated file fails with [`StoreError::Corrupt`] naming the
@@ -91,5 +111,5 @@ pub use error::StoreError;
 pub use filter::{Filter, InventoryFilter, ListOptions, ListResult, Predicate};
 pub use object::{Applied, Mutation, NewObject, ObjKey, StoredObject};
 pub use outbox::{Enqueue, OutboxEntry};
-pub use store::{ManyResults, Stats, Store};
+pub use store::{ManyResults, Stats, Store, Writer};
 pub use watch::{EventKind, WatchEvent, WatchOptions, Watcher};

@@ -22,7 +22,7 @@ pub struct OutboxEntry {
 }
 
 /// An outbox entry to queue together with an object change
-/// ([`Store::mutate_and_queue`](crate::Store::mutate_and_queue)).
+/// ([`Writer::mutate_and_queue`](crate::Writer::mutate_and_queue)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enqueue {
     /// The coalescing key.

@@ -1,9 +1,10 @@
-//! The public handle.
+//! The public handles: [`Store`] reads, [`Writer`] (one per file) writes.
 
 use std::convert::Infallible;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 
 use bytes::Bytes;
@@ -19,13 +20,26 @@ use crate::object::{Applied, Mutation, NewObject, ObjKey, StoredObject};
 use crate::outbox::{Enqueue, OutboxEntry};
 use crate::read::{self, ReadPool};
 use crate::watch::{Hub, WatchOptions, Watcher};
-use crate::writer::{Batch, Finish, Job, Writer};
+use crate::writer::{Batch, Committer, Finish, Job};
 
-/// A cheap, clonable handle to one store file. The writer thread stops when the last handle
-/// is dropped (after finishing the jobs already queued).
+/// A read handle on one store file: get, list, watch, inventory, outbox peeks, the revision and
+/// whether the store can write. Cheap to clone and hand to everyone who reads; it cannot write
+/// (that takes the file's one [`Writer`], which gives these out with [`Writer::reader`]), so
+/// the compiler keeps every write on the writer's side.
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
+}
+
+/// The one write handle of a store file: owns the writer thread and is the only way to change
+/// objects or the outbox. Not `Clone`: whoever opens the file owns its writes and gives out
+/// [`Store`]s to readers. It reads too (it dereferences to its [`Store`]). Dropping it stops the
+/// writer thread after the jobs already queued; readers still read the file, and their watchers
+/// end.
+pub struct Writer {
+    store: Store,
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<thread::JoinHandle<()>>,
 }
 
 /// Counters for observing the writer.
@@ -45,8 +59,6 @@ pub struct Stats {
 
 struct Inner {
     path: PathBuf,
-    jobs: Option<mpsc::Sender<Job>>,
-    writer: Mutex<Option<thread::JoinHandle<()>>>,
     shared: Arc<Shared>,
     readers: Arc<ReadPool>,
 }
@@ -76,36 +88,6 @@ pub type ManyResults<T, E> = Vec<Result<Applied<T>, E>>;
 // === impl Store ===
 
 impl Store {
-    /// Opens (creating if needed) the store at `path` and starts its writer thread.
-    /// Blocks briefly on file I/O (and `quick_check` when `verify_on_open`).
-    pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, StoreError> {
-        let path = path.as_ref().to_owned();
-        let (conn, meta) = db::open_writer(&path, &config)?;
-        let shared = Arc::new(Shared {
-            revision: AtomicU64::new(meta.revision),
-            compacted: AtomicU64::new(meta.compacted),
-            hub: Hub::default(),
-            cache: Arc::new(ObjectCache::new(config.cache_objects)),
-            stats: Counters::default(),
-            write_failure: watch::Sender::new(None),
-        });
-        shared.hub.start_at(meta.revision);
-        let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
-        let writer = Writer::spawn(conn, meta, rx, shared.clone(), path.clone(), &config)
-            .map_err(StoreError::Spawn)?;
-        let readers = Arc::new(ReadPool::new(path.clone(), config));
-        let inner = Inner {
-            path,
-            jobs: Some(tx),
-            writer: Mutex::new(Some(writer)),
-            shared,
-            readers,
-        };
-        Ok(Self {
-            inner: Arc::new(inner),
-        })
-    }
-
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
@@ -144,6 +126,113 @@ impl Store {
         let mut failures = self.inner.shared.write_failure.subscribe();
         // The sender lives in `Shared`, which this handle keeps alive: it cannot close.
         let _ = failures.wait_for(|f| f.is_some()).await;
+    }
+
+    pub async fn get(&self, key: &ObjKey) -> Result<Option<Arc<StoredObject>>, StoreError> {
+        let key = key.clone();
+        let cache = self.inner.shared.cache.clone();
+        self.inner
+            .readers
+            .run(move |conn| read::get(conn, &cache, &key))
+            .await
+    }
+
+    /// Lists current objects in `(namespace, name)` order, with the snapshot revision.
+    pub async fn list(&self, opts: ListOptions) -> Result<ListResult, StoreError> {
+        let cache = self.inner.shared.cache.clone();
+        self.inner
+            .readers
+            .run(move |conn| read::list(conn, &cache, &opts))
+            .await
+    }
+
+    /// Watches changes after `opts.from_revision`: history from the change log, then live.
+    /// Fails with [`StoreError::Closed`] once the store's [`Writer`] is gone.
+    pub fn watch(&self, opts: WatchOptions) -> Result<Watcher, StoreError> {
+        let shared = &self.inner.shared;
+        let compacted = shared.compacted.load(Ordering::Acquire);
+        shared
+            .hub
+            .register(opts, compacted, self.inner.readers.clone())
+    }
+
+    /// `(key, resourceVersion)` of every object selected by `filter`, in no particular order.
+    pub async fn inventory(
+        &self,
+        filter: InventoryFilter,
+    ) -> Result<Vec<(ObjKey, String)>, StoreError> {
+        self.inner
+            .readers
+            .run(move |conn| read::inventory(conn, &filter))
+            .await
+    }
+
+    /// The [`Digest`] of `inventory(filter)`.
+    pub async fn digest(&self, filter: InventoryFilter) -> Result<Digest, StoreError> {
+        let entries = self.inventory(filter).await?;
+        Ok(digest::of(entries.iter().map(|(k, rv)| (k, rv.as_str()))))
+    }
+
+    /// Up to `n` entries, oldest first-enqueue first.
+    pub async fn outbox_peek(&self, n: usize) -> Result<Vec<OutboxEntry>, StoreError> {
+        self.inner
+            .readers
+            .run(move |conn| read::outbox_peek(conn, n))
+            .await
+    }
+
+    pub async fn outbox_len(&self) -> Result<usize, StoreError> {
+        self.inner.readers.run(read::outbox_len).await
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .field("revision", &self.revision())
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Writer ===
+
+impl Writer {
+    /// Opens (creating if needed) the store at `path` and starts its writer thread.
+    /// Blocks briefly on file I/O (and `quick_check` when `verify_on_open`).
+    pub fn open(path: impl AsRef<Path>, config: StoreConfig) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_owned();
+        let (conn, meta) = db::open_writer(&path, &config)?;
+        let shared = Arc::new(Shared {
+            revision: AtomicU64::new(meta.revision),
+            compacted: AtomicU64::new(meta.compacted),
+            hub: Hub::default(),
+            cache: Arc::new(ObjectCache::new(config.cache_objects)),
+            stats: Counters::default(),
+            write_failure: watch::Sender::new(None),
+        });
+        shared.hub.start_at(meta.revision);
+        let (tx, rx) = mpsc::channel(config.queue_capacity.max(1));
+        let thread = Committer::spawn(conn, meta, rx, shared.clone(), path.clone(), &config)
+            .map_err(StoreError::Spawn)?;
+        let readers = Arc::new(ReadPool::new(path.clone(), config));
+        let inner = Inner {
+            path,
+            shared,
+            readers,
+        };
+        Ok(Writer {
+            store: Store {
+                inner: Arc::new(inner),
+            },
+            jobs: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// A read handle on this store, for anyone who reads but must not write.
+    pub fn reader(&self) -> Store {
+        self.store.clone()
     }
 
     /// Writes and commits some 64 KiB of pages and changes nothing anyone can see (no revision,
@@ -239,50 +328,6 @@ impl Store {
         Ok(output)
     }
 
-    pub async fn get(&self, key: &ObjKey) -> Result<Option<Arc<StoredObject>>, StoreError> {
-        let key = key.clone();
-        let cache = self.inner.shared.cache.clone();
-        self.inner
-            .readers
-            .run(move |conn| read::get(conn, &cache, &key))
-            .await
-    }
-
-    /// Lists current objects in `(namespace, name)` order, with the snapshot revision.
-    pub async fn list(&self, opts: ListOptions) -> Result<ListResult, StoreError> {
-        let cache = self.inner.shared.cache.clone();
-        self.inner
-            .readers
-            .run(move |conn| read::list(conn, &cache, &opts))
-            .await
-    }
-
-    /// Watches changes after `opts.from_revision`: history from the change log, then live.
-    pub fn watch(&self, opts: WatchOptions) -> Result<Watcher, StoreError> {
-        let shared = &self.inner.shared;
-        let compacted = shared.compacted.load(Ordering::Acquire);
-        shared
-            .hub
-            .register(opts, compacted, self.inner.readers.clone())
-    }
-
-    /// `(key, resourceVersion)` of every object selected by `filter`, in no particular order.
-    pub async fn inventory(
-        &self,
-        filter: InventoryFilter,
-    ) -> Result<Vec<(ObjKey, String)>, StoreError> {
-        self.inner
-            .readers
-            .run(move |conn| read::inventory(conn, &filter))
-            .await
-    }
-
-    /// The [`Digest`] of `inventory(filter)`.
-    pub async fn digest(&self, filter: InventoryFilter) -> Result<Digest, StoreError> {
-        let entries = self.inventory(filter).await?;
-        Ok(digest::of(entries.iter().map(|(k, rv)| (k, rv.as_str()))))
-    }
-
     /// Queues `payload` under `key`, replacing an unsent payload with the same key (see the
     /// [`outbox`](crate::outbox) module for ordering). Returns the entry id.
     pub async fn outbox_put(
@@ -300,7 +345,7 @@ impl Store {
     /// Read-modify-write of one object and, in the same transaction, the outbox entry the
     /// closure asks for: either both commit or neither does, so a crash never leaves a change
     /// stored without its queued message (or the reverse). The closure decides as for
-    /// [`Store::mutate`] and may add an [`Enqueue`] (queued as [`Store::outbox_put`] queues,
+    /// [`Writer::mutate`] and may add an [`Enqueue`] (queued as [`Writer::outbox_put`] queues,
     /// coalesced by key); the answer carries the entry's id when one was queued.
     pub async fn mutate_and_queue<T, E, F>(
         &self,
@@ -335,14 +380,6 @@ impl Store {
         .ok_or(StoreError::Closed)
     }
 
-    /// Up to `n` entries, oldest first-enqueue first.
-    pub async fn outbox_peek(&self, n: usize) -> Result<Vec<OutboxEntry>, StoreError> {
-        self.inner
-            .readers
-            .run(move |conn| read::outbox_peek(conn, n))
-            .await
-    }
-
     /// Removes the entries with these ids (ids of replaced payloads are ignored); returns how
     /// many were removed.
     pub async fn outbox_ack(&self, ids: Vec<u64>) -> Result<usize, StoreError> {
@@ -350,10 +387,6 @@ impl Store {
             .submit(ids.len().max(1), move |batch| batch.outbox_ack(&ids))
             .await?;
         removed.ok_or(StoreError::Closed)
-    }
-
-    pub async fn outbox_len(&self) -> Result<usize, StoreError> {
-        self.inner.readers.run(read::outbox_len).await
     }
 
     /// Sends a job to the writer and waits for the batch outcome.
@@ -373,34 +406,37 @@ impl Store {
             weight,
             run: Box::new(run),
         };
-        let jobs = self.inner.jobs.as_ref().ok_or(StoreError::Closed)?;
+        let jobs = self.jobs.as_ref().ok_or(StoreError::Closed)?;
         jobs.send(job).await.map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 }
 
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("path", &self.inner.path)
-            .field("revision", &self.revision())
-            .finish_non_exhaustive()
+/// Every read of the [`Store`] works on its writer too.
+impl Deref for Writer {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        &self.store
     }
 }
 
-// === impl Inner ===
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Writer").field(&self.store).finish()
+    }
+}
 
-impl Drop for Inner {
+impl Drop for Writer {
     fn drop(&mut self) {
-        // Closing the queue lets the writer finish what is queued and exit; wait for it so the
-        // file is closed when the last handle is gone (unless we are the writer thread).
+        // Closing the queue lets the writer thread finish what is queued and exit; wait for it
+        // so the file is closed for writes when the writer is gone (unless we are that thread).
         drop(self.jobs.take());
-        let handle = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(handle) = handle
+        if let Some(handle) = self.thread.take()
             && handle.thread().id() != thread::current().id()
             && handle.join().is_err()
         {
-            tracing::error!(path = %self.path.display(), "objstore writer thread panicked");
+            tracing::error!(path = %self.store.path().display(), "objstore writer thread panicked");
         }
     }
 }

@@ -93,6 +93,8 @@ pub(crate) struct Hub {
 struct HubState {
     published: u64,
     slots: Vec<Slot>,
+    /// The writer stopped: no live event will come.
+    closed: bool,
 }
 
 struct Slot {
@@ -340,6 +342,9 @@ impl Hub {
         let (tx, live) = mpsc::channel(buffer);
         let lagged = Arc::new(AtomicBool::new(false));
         let mut state = self.lock();
+        if state.closed {
+            return Err(StoreError::Closed);
+        }
         let published = state.published;
         state.slots.push(Slot {
             after: opts.from_revision.max(published),
@@ -378,6 +383,14 @@ impl Hub {
         }
         state.published = revision;
         after();
+    }
+
+    /// Ends every watcher (after the events it already has) and refuses new ones: the writer
+    /// stopped, so nothing would ever reach them live.
+    pub(crate) fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.slots.clear();
     }
 
     /// Number of registered watchers.

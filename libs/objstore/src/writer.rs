@@ -50,7 +50,7 @@ pub(crate) struct Batch<'c> {
     failure: Option<StoreError>,
 }
 
-pub(crate) struct Writer {
+pub(crate) struct Committer {
     conn: Connection,
     checkpointer: Checkpointer,
     rx: mpsc::Receiver<Job>,
@@ -264,9 +264,9 @@ impl<'c> Batch<'c> {
     }
 }
 
-// === impl Writer ===
+// === impl Committer ===
 
-impl Writer {
+impl Committer {
     pub(crate) fn spawn(
         conn: Connection,
         meta: Meta,
@@ -295,6 +295,8 @@ impl Writer {
             let jobs = self.drain(first);
             self.run_batch(jobs);
         }
+        // No change can come any more: end the watchers (readers may outlive the writer).
+        self.shared.hub.close();
         tracing::debug!("objstore writer stopped");
     }
 

@@ -86,10 +86,11 @@ impl ApiServer {
         )?;
         let server = serving_cert(&config, &ca)?;
         let token = admin_token(&config.token_file)?;
-        let store = open_store(&config)?;
+        let writer = open_store(&config)?;
+        let store = writer.reader();
         let tokens =
             tokens::Tokens::load_or_generate(&config.service_account_key_path(), store.clone())?;
-        let api = build_api(store.clone(), tokens.clone()).await?;
+        let api = build_api(writer, tokens.clone()).await?;
         let client_ca = match &config.client_ca_file {
             Some(path) => pki::read_pem(path)?,
             None => ca.cert_pem().to_string(),
@@ -243,9 +244,13 @@ impl Handle {
 
 /// The REST layer over the store: reads are authorized by [`auth::ReadAuthorizer`]; writes go
 /// through NodeRestriction, then TokenRequest, then the local backend.
-async fn build_api(store: objstore::Store, tokens: tokens::Tokens) -> Result<Api, ApiServerError> {
+async fn build_api(
+    writer: objstore::Writer,
+    tokens: tokens::Tokens,
+) -> Result<Api, ApiServerError> {
     let registry = Registry::new(apimachinery::catalog::builtins());
-    let local = LocalBackend::new(store.clone(), registry.clone());
+    let store = writer.reader();
+    let local = LocalBackend::new(writer, registry.clone());
     kapi::local::register_existing_crds(&store, &registry)
         .await
         .map_err(|e| ApiServerError::Bootstrap(e.to_string()))?;
@@ -366,7 +371,7 @@ fn admin_token(path: &Path) -> Result<String, ApiServerError> {
     Ok(token)
 }
 
-fn open_store(config: &Config) -> Result<objstore::Store, ApiServerError> {
+fn open_store(config: &Config) -> Result<objstore::Writer, ApiServerError> {
     let path = &config.data_source;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| ApiServerError::Io {
@@ -379,5 +384,5 @@ fn open_store(config: &Config) -> Result<objstore::Store, ApiServerError> {
         retention: config.change_log_retention,
         ..Default::default()
     };
-    Ok(objstore::Store::open(path, store_config)?)
+    Ok(objstore::Writer::open(path, store_config)?)
 }

@@ -46,6 +46,8 @@ pub struct EdgeHub {
     node: String,
     tls: ClientTls,
     meta: metamanager::Handle,
+    /// The only way the cloud's objects reach the edge store.
+    downstream: metamanager::Downstream,
     state: watch::Sender<LinkState>,
     stats: Arc<Stats>,
     /// The sessions' helper tasks (the forwarder to metamanager): a shutdown waits for them.
@@ -75,7 +77,11 @@ pub struct Stats {
 
 impl EdgeHub {
     /// Reads the certificates and works out the node name.
-    pub fn new(config: Config, meta: metamanager::Handle) -> Result<(EdgeHub, Handle), HubError> {
+    pub fn new(
+        config: Config,
+        meta: metamanager::Handle,
+        downstream: metamanager::Downstream,
+    ) -> Result<(EdgeHub, Handle), HubError> {
         let ca_pem = pki::read_ca_file(&config.tls_ca_file)?;
         let cert_pem = pki::read_cert_file(&config.tls_cert_file)?;
         let key_pem = pki::read_key_file(&config.tls_private_key_file)?;
@@ -112,6 +118,7 @@ impl EdgeHub {
                 node: certified,
                 tls,
                 meta,
+                downstream,
                 state,
                 stats,
                 tasks: TaskTracker::new(),

@@ -116,7 +116,7 @@ pub(crate) async fn run(
             },
             now,
         ),
-        to_meta: spawn_forwarder(ctx.clone(), &hub.tasks, shutdown.clone()),
+        to_meta: spawn_forwarder(hub.downstream.clone(), &hub.tasks, shutdown.clone()),
         at_meta: HashMap::new(),
         taken: Taken::default(),
         requests: HashSet::new(),
@@ -285,7 +285,7 @@ impl Session<'_> {
                 }
                 Err(e) => {
                     tracing::error!(outbox_id = entry.id, error = %e, "undecodable outbox entry dropped");
-                    self.hub.meta.store().outbox_ack(vec![entry.id]).await?;
+                    self.hub.meta.outbox_ack(vec![entry.id]).await?;
                 }
             }
         }
@@ -373,7 +373,7 @@ impl Session<'_> {
             .filter_map(|a| self.taken.acked(a.msg_id))
             .collect();
         if !done.is_empty() {
-            self.hub.meta.store().outbox_ack(done).await?;
+            self.hub.meta.outbox_ack(done).await?;
             self.outbox_dirty = true;
         }
         Ok(())
@@ -470,7 +470,7 @@ impl Taken {
 /// `tasks` until its session drops the sender or `shutdown` (what it has not handed over is not
 /// acked, so the cloud sends it again).
 fn spawn_forwarder(
-    ctx: Context,
+    downstream: metamanager::Downstream,
     tasks: &TaskTracker,
     shutdown: CancellationToken,
 ) -> mpsc::UnboundedSender<Message> {
@@ -481,7 +481,7 @@ fn spawn_forwarder(
                 biased;
                 _ = shutdown.cancelled() => break,
                 msg = rx.recv() => match msg {
-                    Some(msg) => ctx.send(metamanager::NAME, msg),
+                    Some(msg) => downstream.send(msg),
                     None => break,
                 },
             };
@@ -598,38 +598,19 @@ mod tests {
         );
     }
 
-    /// Stands in for metamanager and never reads its mailbox.
-    struct Stuck;
-
-    #[beehive::async_trait]
-    impl beehive::Module for Stuck {
-        fn name(&self) -> &str {
-            metamanager::NAME
-        }
-
-        fn group(&self) -> &str {
-            "meta"
-        }
-
-        async fn run(
-            &self,
-            _: Context,
-            _: &mut Mailbox,
-            shutdown: CancellationToken,
-        ) -> Result<(), beehive::ModuleError> {
-            shutdown.cancelled().await;
-            Ok(())
-        }
-    }
-
     #[tokio::test]
     async fn the_shutdown_wait_covers_a_forwarder_still_handing_messages_over() {
-        let modules = CancellationToken::new();
-        let mut runtime = beehive::Runtime::new().with_default_capacity(1);
-        runtime.register(Stuck);
-        let running = runtime.start(modules.clone()).unwrap();
+        // A metamanager that never runs: its downstream queue (room for one) fills and stays full.
+        let dir = tempfile::tempdir().unwrap();
+        let writer = objstore::Writer::open(dir.path().join("edge.db"), Default::default());
+        let handle = metamanager::Handle::new(writer.unwrap());
+        let config = metamanager::Config {
+            max_batch: 1,
+            ..Default::default()
+        };
+        let stuck = metamanager::MetaManager::new(config, handle);
         let (tasks, shutdown) = (TaskTracker::new(), CancellationToken::new());
-        let to_meta = spawn_forwarder(running.context(), &tasks, shutdown.clone());
+        let to_meta = spawn_forwarder(stuck.downstream(), &tasks, shutdown.clone());
         for n in 0..3 {
             let msg = Message::new().route(
                 NAME,
@@ -650,8 +631,6 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), tasks.wait())
             .await
             .expect("a shutdown ends the forwarder");
-        modules.cancel();
-        running.shutdown(Duration::from_secs(5)).await;
     }
 
     #[test]

@@ -281,8 +281,8 @@ async fn an_offline_status_write_is_never_stored_without_the_message_that_sends_
     // Nothing but lwproxy and the store: a write stored here must already carry its queued
     // message, whatever happens to the process (or to metamanager) after that.
     let node = Node::new();
+    node.seed("pods", pod("p", "n1", "100")).await;
     let edge = node.start_without_metamanager().await;
-    edge.seed("pods", pod("p", "n1", "100")).await;
     let pods: Api<Pod> = Api::namespaced(edge.client(), "default");
     let patch = json!({"status": {"phase": "Running"}});
     let answered = pods

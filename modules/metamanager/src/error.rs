@@ -17,6 +17,9 @@ pub enum MetaError {
     /// The operation is not one metamanager handles.
     #[error("operation {0} is not handled by metamanager")]
     Unsupported(String),
+    /// metamanager stopped before it took (or answered) a downstream write.
+    #[error("metamanager is not running")]
+    Gone,
     /// The store failed; nothing was applied.
     #[error("edge store")]
     Store(#[from] objstore::StoreError),

@@ -1,14 +1,19 @@
-//! metamanager: the edge store module. Downstream objects arrive from edgehub as
-//! insert/update/delete messages; metamanager applies them to SQLite (idempotently: a duplicate
-//! or an older version never overwrites a newer one, a delete must name the uid it removes) and
-//! only after the transaction committed sends edgehub a response naming the message, which is
-//! what lets edgehub ack to the cloud. Other modules send it queries (get or list), answered from
-//! the store, and upstream writes, which go into the outbox edgehub drains to the cloud. Readers
-//! that need more than queries (lwproxy, edgehub's resync) share the store through [`Handle`].
+//! metamanager: the edge store module, and the store's one writer. Downstream objects arrive
+//! from edgehub as insert/update/delete messages on the [`Downstream`] queue, which only the
+//! link holds; metamanager applies them to SQLite (idempotently: a duplicate or an older
+//! version never overwrites a newer one, a delete must name the uid it removes) and only after
+//! the transaction committed sends edgehub a response naming the message, which is what lets
+//! edgehub ack to the cloud. Other modules send it queries (get or list) through its mailbox,
+//! answered from the store, and upstream writes, which go into the outbox edgehub drains to the
+//! cloud; whatever the mailbox brings is local, whichever module it names as its sender.
+//! Readers that need more than queries (lwproxy, edgehub's resync) share the store through
+//! [`Handle`], which gives out read handles only and does the few local writes others need
+//! (lwproxy's offline status writes, edgehub's outbox acks) itself.
 #![forbid(unsafe_code)]
 
 mod apply;
 mod config;
+mod downstream;
 mod error;
 mod module;
 pub mod object;
@@ -17,13 +22,14 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use beehive::{ErrorChain, Message};
-use objstore::{Digest, Enqueue, InventoryFilter, Mutation, ObjKey, Store, StoredObject};
+use objstore::{Digest, Enqueue, InventoryFilter, Mutation, ObjKey, Store, StoredObject, Writer};
 use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::object::{Parsed, Target};
 
 pub use config::{Config, DatabaseConfig};
+pub use downstream::Downstream;
 pub use error::MetaError;
 pub use module::MetaManager;
 
@@ -31,35 +37,54 @@ pub use module::MetaManager;
 pub const NAME: &str = "metamanager";
 /// Module group.
 pub const GROUP: &str = "meta";
-/// Messages from this module are downstream (from the cloud); everything else is local.
+/// edgehub's module name: commit reports of downstream writes go to it. Naming it as a
+/// message's source grants nothing; the cloud's writes come only through [`Downstream`].
 pub const HUB_MODULE: &str = "edgehub";
 
-/// Shared access to the edge store for modules that read it directly.
+/// Shared access to the edge store: reads for everyone, and the few writes other modules make,
+/// done here. The store's writer stays inside metamanager.
 #[derive(Clone)]
 pub struct Handle {
-    store: Store,
+    writer: Arc<Writer>,
     outbox_changed: Arc<Notify>,
 }
 
 // === impl Handle ===
 
 impl Handle {
-    pub fn new(store: Store) -> Self {
+    /// Takes the store's writer: from now on metamanager makes every write to it.
+    pub fn new(writer: Writer) -> Self {
         Handle {
-            store,
+            writer: Arc::new(writer),
             outbox_changed: Arc::new(Notify::new()),
         }
     }
 
-    /// The store (reads and watches; writes belong to metamanager).
+    /// The store, to read and watch (writes belong to metamanager).
     pub fn store(&self) -> &Store {
-        &self.store
+        &self.writer
+    }
+
+    /// A read handle on the store, to keep.
+    pub fn reader(&self) -> Store {
+        self.writer.reader()
+    }
+
+    /// The store's writer, for metamanager's own writes.
+    pub(crate) fn writer(&self) -> &Writer {
+        &self.writer
+    }
+
+    /// Removes the outbox entries the cloud acknowledged (ids of entries replaced meanwhile
+    /// are ignored); returns how many were removed.
+    pub async fn outbox_ack(&self, ids: Vec<u64>) -> Result<usize, MetaError> {
+        Ok(self.writer.outbox_ack(ids).await?)
     }
 
     /// `Ok` while the edge store takes writes, else why not (for `/readyz`): the error of
     /// the last write, with its causes, until metamanager's retry or probe commits again.
     pub fn ready(&self) -> Result<(), String> {
-        match self.store.write_failure() {
+        match self.writer.write_failure() {
             None => Ok(()),
             Some(e) => Err(format!("edge store cannot write: {}", ErrorChain(&e))),
         }
@@ -83,7 +108,7 @@ impl Handle {
     /// resourceVersion until the cloud sends it back: it is left out, so the resync does not
     /// remove it as something the cloud does not have while its create is still queued.
     pub async fn inventory(&self) -> Result<Vec<(objstore::ObjKey, String)>, MetaError> {
-        let mut held = self.store.inventory(InventoryFilter::default()).await?;
+        let mut held = self.writer.inventory(InventoryFilter::default()).await?;
         held.retain(|(_, rv)| !rv.is_empty());
         Ok(held)
     }
@@ -105,7 +130,7 @@ impl Handle {
     ) -> Result<Option<Arc<StoredObject>>, MetaError> {
         let resource = key.resource.clone();
         let applied = self
-            .store
+            .writer
             .mutate(key, move |current, revision| {
                 match local_change(current, based_on, value, &resource, revision) {
                     Some(put) => Ok::<_, Infallible>((put, true)),
@@ -132,7 +157,7 @@ impl Handle {
         let entry = outbox_entry(upstream)?;
         let resource = key.resource.clone();
         let applied = self
-            .store
+            .writer
             .mutate_and_queue(key, move |current, revision| {
                 match local_change(current, based_on, value, &resource, revision) {
                     Some(put) => Ok::<_, Infallible>((put, true, Some(entry))),
@@ -208,8 +233,8 @@ mod tests {
 
     fn handle() -> (tempfile::TempDir, Handle) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("edge.db"), StoreConfig::default()).unwrap();
-        (dir, Handle::new(store))
+        let writer = Writer::open(dir.path().join("edge.db"), StoreConfig::default()).unwrap();
+        (dir, Handle::new(writer))
     }
 
     fn pod(rv: &str, phase: &str) -> Value {
@@ -226,7 +251,7 @@ mod tests {
         let parsed = Parsed::from_json("pods", &bytes).unwrap();
         let rv = parsed.resource_version.clone();
         let new = parsed.into_new_object("pods", &rv, h.store().revision() + 1);
-        h.store().put(key(), new).await.unwrap()
+        h.writer().put(key(), new).await.unwrap()
     }
 
     fn key() -> ObjKey {

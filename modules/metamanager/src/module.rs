@@ -1,8 +1,8 @@
-//! The metamanager run loop: take a batch from the mailbox, apply the downstream writes in one
-//! transaction, then answer: acks for what committed, results for queries.
+//! The metamanager run loop: take what is waiting on the downstream queue and in the mailbox,
+//! apply the downstream writes in one transaction, then answer: acks for what committed,
+//! results for queries.
 
 use std::convert::Infallible;
-
 use std::time::Duration;
 
 use beehive::{
@@ -11,17 +11,23 @@ use beehive::{
 use bytes::Bytes;
 use objstore::{ListOptions, Mutation, StoredObject};
 use serde::Deserialize;
+use tokio::sync::{Mutex, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, Outcome};
+use crate::downstream::{Downstream, FromCloud};
 use crate::error::MetaError;
 use crate::object::{Parsed, Target};
-use crate::{Config, GROUP, HUB_MODULE, Handle, NAME};
+use crate::{Config, GROUP, Handle, NAME};
 
 /// The metamanager module.
 pub struct MetaManager {
     config: Config,
     handle: Handle,
+    /// Kept so the downstream queue never closes while the module exists.
+    cloud_tx: mpsc::Sender<FromCloud>,
+    /// The downstream queue (locked by the one running `run`; kept across restarts).
+    cloud_rx: Mutex<mpsc::Receiver<FromCloud>>,
 }
 
 type Decide =
@@ -45,23 +51,33 @@ struct ListQuery {
 
 impl MetaManager {
     pub fn new(config: Config, handle: Handle) -> Self {
-        MetaManager { config, handle }
+        let (cloud_tx, cloud_rx) = mpsc::channel(config.max_batch.max(1));
+        MetaManager {
+            config,
+            handle,
+            cloud_tx,
+            cloud_rx: Mutex::new(cloud_rx),
+        }
+    }
+
+    /// The way in for the cloud's objects: give it to the link (edgehub) and nobody else.
+    /// Messages in the mailbox are local, whichever module they name as their source.
+    pub fn downstream(&self) -> Downstream {
+        Downstream::new(self.cloud_tx.clone())
     }
 
     /// Applies a batch: downstream writes first (in one transaction), then local messages.
     /// Returns the downstream writes the store could not commit, still unanswered. While
-    /// writes are held (`holding`) from an earlier batch, this batch's downstream writes queue behind them
-    /// (order per object holds) and only its local messages are answered: reads go on while
-    /// the disk is full.
+    /// writes are held (`holding`) from an earlier batch, this batch's downstream writes queue
+    /// behind them (order per object holds) and only its local messages are answered: reads go
+    /// on while the disk is full.
     async fn handle_batch(
         &self,
         ctx: &Context,
-        batch: Vec<Message>,
+        downstream: Vec<FromCloud>,
+        local: Vec<Message>,
         holding: bool,
-    ) -> Vec<Message> {
-        let (downstream, local): (Vec<_>, Vec<_>) = batch
-            .into_iter()
-            .partition(|m| m.router.source == HUB_MODULE && is_write(m.operation()));
+    ) -> Vec<FromCloud> {
         let held = match holding {
             false => self.apply_downstream(ctx, downstream).await,
             true => downstream,
@@ -79,44 +95,46 @@ impl MetaManager {
 
     /// Applies downstream writes in one transaction; acks each only after the commit. When the
     /// store cannot write, nothing is answered and the messages come back to be tried again.
-    async fn apply_downstream(&self, ctx: &Context, msgs: Vec<Message>) -> Vec<Message> {
+    async fn apply_downstream(&self, ctx: &Context, msgs: Vec<FromCloud>) -> Vec<FromCloud> {
         let mut items: Vec<(objstore::ObjKey, Decide)> = Vec::with_capacity(msgs.len());
         let mut applied = Vec::with_capacity(msgs.len());
-        for msg in msgs {
-            match decide(&msg) {
-                Ok(item) => {
-                    items.push(item);
-                    applied.push(msg);
+        for item in msgs {
+            match decide(&item.msg) {
+                Ok(decided) => {
+                    items.push(decided);
+                    applied.push(item);
                 }
                 Err(e) => {
+                    let msg = &item.msg;
                     tracing::warn!(msg_id = %msg.id(), resource = msg.resource(), error = %e, "downstream message refused");
-                    answer(ctx, &msg, Err(e)).await;
+                    report(ctx, item, Err(e)).await;
                 }
             }
         }
         if items.is_empty() {
             return Vec::new();
         }
-        let results = match self.handle.store().mutate_many(items).await {
+        let results = match self.handle.writer().mutate_many(items).await {
             Ok(results) => results,
             Err(e) => {
                 tracing::debug!(module = NAME, messages = applied.len(), error = %ErrorChain(&e), "downstream batch not committed");
                 return applied;
             }
         };
-        for (msg, result) in applied.iter().zip(results) {
+        for (item, result) in applied.into_iter().zip(results) {
             let Ok(done) = result;
+            let msg = &item.msg;
             tracing::debug!(msg_id = %msg.id(), resource = msg.resource(), outcome = ?done.output, "applied");
-            answer(ctx, msg, Ok(Bytes::new())).await;
+            report(ctx, item, Ok(Bytes::new())).await;
         }
         Vec::new()
     }
 
     /// Tries the held writes again, or probes the store when nothing is held; answers
     /// whether the store writes again.
-    async fn retry(&self, ctx: &Context, held: &mut Vec<Message>) -> bool {
+    async fn retry(&self, ctx: &Context, held: &mut Vec<FromCloud>) -> bool {
         if held.is_empty() {
-            return self.handle.store().probe().await.is_ok();
+            return self.handle.writer().probe().await.is_ok();
         }
         *held = self.apply_downstream(ctx, std::mem::take(held)).await;
         held.is_empty()
@@ -167,7 +185,7 @@ impl MetaManager {
     async fn enqueue_upstream(&self, msg: &Message) -> Result<Bytes, MetaError> {
         let entry = crate::outbox_entry(msg)?;
         self.handle
-            .store()
+            .writer()
             .outbox_put(entry.key, entry.payload)
             .await?;
         self.handle.notify_outbox();
@@ -229,12 +247,13 @@ impl Module for MetaManager {
         let cancelled = shutdown.cancelled();
         tokio::pin!(cancelled);
         let max = self.config.max_batch.max(1);
-        let mut batch = Vec::with_capacity(max);
+        let mut cloud_rx = self.cloud_rx.lock().await;
+        let (mut cloud, mut local) = (Vec::with_capacity(max), Vec::with_capacity(max));
         // Downstream writes the store could not commit yet, in arrival order. They are never
         // dropped (their seqs would stay unacked for the session) and never answered before
         // they commit; later downstream writes queue behind them so per-object order holds,
         // while local reads are still answered.
-        let mut held: Vec<Message> = Vec::new();
+        let mut held: Vec<FromCloud> = Vec::new();
         let mut retry = Backoff::default();
         loop {
             let failing = !held.is_empty() || self.handle.store().write_failure().is_some();
@@ -249,23 +268,37 @@ impl Module for MetaManager {
                     } else {
                         retry.grow();
                     }
+                    continue;
                 }
-                // Another writer (lwproxy, edgehub) hit the failure: start probing.
-                _ = self.handle.store().write_failed(), if !failing => {}
-                n = mailbox.recv_many(&mut batch, max) => {
+                // A write through the handle (lwproxy, edgehub) hit the failure: start probing.
+                _ = self.handle.store().write_failed(), if !failing => continue,
+                _ = cloud_rx.recv_many(&mut cloud, max) => {}
+                n = mailbox.recv_many(&mut local, max) => {
                     if n == 0 {
                         return Ok(());
                     }
-                    let was_held = !held.is_empty();
-                    let more = self
-                        .handle_batch(&ctx, std::mem::take(&mut batch), was_held)
-                        .await;
-                    held.extend(more);
-                    if !was_held && !held.is_empty() {
-                        self.report_failure(held.len());
-                    }
                 }
             }
+            // Whichever woke us, take what waits on the other side too, so neither starves.
+            take_ready(&mut cloud, max, || cloud_rx.try_recv().ok());
+            take_ready(&mut local, max, || mailbox.try_recv());
+            let was_held = !held.is_empty();
+            let (cloud, local) = (std::mem::take(&mut cloud), std::mem::take(&mut local));
+            let more = self.handle_batch(&ctx, cloud, local, was_held).await;
+            held.extend(more);
+            if !was_held && !held.is_empty() {
+                self.report_failure(held.len());
+            }
+        }
+    }
+}
+
+/// Adds what `next` has ready right now to `batch`, up to `max` items.
+fn take_ready<T>(batch: &mut Vec<T>, max: usize, mut next: impl FnMut() -> Option<T>) {
+    while batch.len() < max {
+        match next() {
+            Some(item) => batch.push(item),
+            None => return,
         }
     }
 }
@@ -303,10 +336,28 @@ fn decide(msg: &Message) -> Result<(objstore::ObjKey, Decide), MetaError> {
 
 /// Sends the result back: through `respond` for a sync request, else to the sender's mailbox.
 async fn answer(ctx: &Context, msg: &Message, result: Result<Bytes, MetaError>) {
-    let resp = match result {
+    deliver(ctx, msg, response(msg, result)).await;
+}
+
+/// Reports a downstream write's outcome: to its waiter, or as for a local message.
+async fn report(ctx: &Context, item: FromCloud, result: Result<Bytes, MetaError>) {
+    let resp = response(&item.msg, result);
+    match item.reply {
+        Some(reply) => {
+            let _ = reply.send(resp);
+        }
+        None => deliver(ctx, &item.msg, resp).await,
+    }
+}
+
+fn response(msg: &Message, result: Result<Bytes, MetaError>) -> Message {
+    match result {
         Ok(content) => msg.response(NAME, content),
         Err(e) => msg.error_response(NAME, e.to_string()),
-    };
+    }
+}
+
+async fn deliver(ctx: &Context, msg: &Message, resp: Message) {
     if msg.header.sync {
         let _ = ctx.respond(resp);
     } else if ctx.has_module(&msg.router.source)

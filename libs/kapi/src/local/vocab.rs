@@ -11,7 +11,7 @@ use apimachinery::fields::{labels_of, selectable_fields};
 use apimachinery::object::{meta_str, metadata_mut};
 use apimachinery::{ApiError, ResourceInfo};
 use objstore::{
-    Applied, ListOptions, Mutation, NewObject, ObjKey, Store, StoreError, StoredObject,
+    Applied, ListOptions, Mutation, NewObject, ObjKey, StoreError, StoredObject, Writer,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +21,7 @@ use crate::{DeleteOptions, Registry, WriteRequest};
 /// What every step needs; cheap to clone into cleanup tasks.
 #[derive(Clone)]
 pub(super) struct Core {
-    pub(super) store: Store,
+    pub(super) store: Arc<Writer>,
     pub(super) registry: Registry,
     /// Cancelled when the backend is dropped: ends the cleanup tasks.
     shutdown: CancellationToken,
@@ -172,7 +172,7 @@ type Step<T> =
 // === impl Core ===
 
 impl Core {
-    pub(super) fn new(store: Store, registry: Registry) -> Core {
+    pub(super) fn new(store: Arc<Writer>, registry: Registry) -> Core {
         Core {
             store,
             registry,

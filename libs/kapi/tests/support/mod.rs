@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, Method, Request, StatusCode};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use kapi::{Api, Backend, DeleteOptions, Registry, User, WriteRequest};
-use objstore::{Mutation, NewObject, ObjKey, Store, StoreConfig};
+use objstore::{Mutation, NewObject, ObjKey, StoreConfig, Writer};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -22,7 +22,8 @@ use tower::ServiceExt;
 /// One server over a fresh store.
 pub struct Harness {
     pub api: Api,
-    pub store: Store,
+    /// The store's writer, shared with the test backend (it reads too).
+    pub store: Arc<Writer>,
     pub registry: Registry,
     _dir: TempDir,
 }
@@ -63,13 +64,13 @@ pub fn harness() -> Harness {
 
 pub fn harness_with(config: StoreConfig) -> Harness {
     let dir = TempDir::new().expect("temp dir");
-    let store = Store::open(dir.path().join("store.db"), config).expect("open store");
+    let store = Arc::new(Writer::open(dir.path().join("store.db"), config).expect("open store"));
     let mut resources = apimachinery::catalog::builtins();
     resources.push(widgets());
     let registry = Registry::new(resources);
     let api = Api {
         registry: registry.clone(),
-        store: store.clone(),
+        store: store.reader(),
         backend: Arc::new(TestBackend {
             store: store.clone(),
         }),
@@ -298,7 +299,7 @@ pub fn pod(ns: &str, name: &str, node: &str) -> Value {
 
 /// Writes into the store as a backend does: kind/apiVersion filled in, resourceVersion =
 /// the revision of the change, labels and selectable fields indexed.
-async fn write(store: &Store, info: &ResourceInfo, mut obj: Value) -> Result<Value, ApiError> {
+async fn write(store: &Writer, info: &ResourceInfo, mut obj: Value) -> Result<Value, ApiError> {
     obj["kind"] = json!(info.kind);
     obj["apiVersion"] = json!(info.api_version());
     let name = obj["metadata"]["name"]
@@ -333,7 +334,7 @@ async fn write(store: &Store, info: &ResourceInfo, mut obj: Value) -> Result<Val
 
 /// Writes straight into the store; records nothing else. Enough to drive the REST layer.
 pub struct TestBackend {
-    store: Store,
+    store: Arc<Writer>,
 }
 
 #[async_trait::async_trait]

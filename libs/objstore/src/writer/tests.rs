@@ -5,11 +5,11 @@ use std::convert::Infallible;
 
 use bytes::Bytes;
 
-use crate::{Mutation, NewObject, ObjKey, Store, StoreConfig, StoreError};
+use crate::{Mutation, NewObject, ObjKey, StoreConfig, StoreError, Writer};
 
-fn store() -> (tempfile::TempDir, Store) {
+fn store() -> (tempfile::TempDir, Writer) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path().join("store.db"), StoreConfig::default()).unwrap();
+    let store = Writer::open(dir.path().join("store.db"), StoreConfig::default()).unwrap();
     (dir, store)
 }
 
@@ -29,7 +29,7 @@ fn object(i: usize) -> NewObject {
 }
 
 /// Puts objects from `from` on until one fails; returns the index that failed.
-async fn fill(store: &Store, from: usize) -> (usize, StoreError) {
+async fn fill(store: &Writer, from: usize) -> (usize, StoreError) {
     for i in from..from + 10_000 {
         if let Err(e) = store.put(key(i), object(i)).await {
             return (i, e);

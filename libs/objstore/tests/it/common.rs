@@ -1,15 +1,17 @@
 //! Shared helpers: temp stores, object builders, the deadline tests wait with.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use objstore::{NewObject, ObjKey, Store, StoreConfig, StoreError, WatchEvent, Watcher};
+use objstore::{NewObject, ObjKey, StoreConfig, StoreError, WatchEvent, Watcher, Writer};
 use tempfile::TempDir;
 
 pub const DEADLINE: Duration = Duration::from_secs(5);
 
 pub struct TempStore {
     pub dir: TempDir,
-    pub store: Store,
+    /// Shared so that tests can write from several tasks; it reads too.
+    pub store: Arc<Writer>,
 }
 
 impl TempStore {
@@ -19,16 +21,22 @@ impl TempStore {
 
     pub fn with(config: StoreConfig) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path().join("store.db"), config).expect("open store");
-        Self { dir, store }
+        let store = Writer::open(dir.path().join("store.db"), config).expect("open store");
+        Self {
+            dir,
+            store: Arc::new(store),
+        }
     }
 
     /// Drops the handle (waiting for the writer to stop) and opens the same file again.
     pub fn reopen(self, config: StoreConfig) -> Self {
         let Self { dir, store } = self;
         drop(store);
-        let store = Store::open(dir.path().join("store.db"), config).expect("reopen store");
-        Self { dir, store }
+        let store = Writer::open(dir.path().join("store.db"), config).expect("reopen store");
+        Self {
+            dir,
+            store: Arc::new(store),
+        }
     }
 }
 

@@ -2,12 +2,12 @@
 
 use std::path::Path;
 
-use objstore::{OnCorrupt, Store, StoreConfig, StoreError};
+use objstore::{OnCorrupt, StoreConfig, StoreError, Writer};
 
 use crate::common::{pod, pod_key};
 
 fn expect_corrupt(path: &Path) -> String {
-    let err = Store::open(path, StoreConfig::default()).unwrap_err();
+    let err = Writer::open(path, StoreConfig::default()).unwrap_err();
     assert!(
         matches!(&err, StoreError::Corrupt { path: p, .. } if p == path),
         "{err:?}"
@@ -35,7 +35,7 @@ async fn a_truncated_file_is_reported_as_corrupt() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
     {
-        let store = Store::open(&path, StoreConfig::default()).unwrap();
+        let store = Writer::open(&path, StoreConfig::default()).unwrap();
         for i in 0..300 {
             let name = format!("p{i}");
             store
@@ -56,7 +56,7 @@ async fn a_truncated_file_is_reported_as_corrupt() {
 fn a_missing_directory_is_an_open_error_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("missing").join("store.db");
-    let err = Store::open(&path, StoreConfig::default()).unwrap_err();
+    let err = Writer::open(&path, StoreConfig::default()).unwrap_err();
     assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
     assert!(err.to_string().contains("missing"));
 }
@@ -71,7 +71,7 @@ async fn rebuild_moves_the_corrupt_file_aside_and_starts_empty() {
         on_corrupt: OnCorrupt::Rebuild,
         ..StoreConfig::default()
     };
-    let store = Store::open(&path, config).unwrap();
+    let store = Writer::open(&path, config).unwrap();
     assert_eq!(store.revision(), 0);
     store
         .put(pod_key("ns", "a"), pod("a", "n1", 1))

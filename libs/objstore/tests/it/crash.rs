@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use objstore::{ListOptions, Mutation, Store, StoreConfig};
+use objstore::{ListOptions, Mutation, StoreConfig, Writer};
 use rand::Rng;
 
 use crate::common::{pod, pod_key};
@@ -37,7 +37,8 @@ fn crash_child_entry() {
         .unwrap();
     rt.block_on(async move {
         let store =
-            Store::open(Path::new(&path), StoreConfig::default()).expect("child opens store");
+            Writer::open(Path::new(&path), StoreConfig::default()).expect("child opens store");
+        let store = std::sync::Arc::new(store);
         let tasks: Vec<_> = (0..WRITERS)
             .map(|w| tokio::spawn(write_forever(store.clone(), round, w)))
             .collect();
@@ -48,7 +49,7 @@ fn crash_child_entry() {
 }
 
 /// Puts new objects forever; every fifth write deletes the previous object instead.
-async fn write_forever(store: Store, round: u64, writer: u64) {
+async fn write_forever(store: std::sync::Arc<Writer>, round: u64, writer: u64) {
     for i in 0u64.. {
         let name = format!("r{round}-w{writer}-{i}");
         if i % 5 == 4 {
@@ -213,7 +214,7 @@ fn deleted_next(name: &str) -> bool {
 
 async fn verify(path: &Path, acked: &Acked) {
     let store =
-        Store::open(path, StoreConfig::default()).expect("store opens cleanly after kill -9");
+        Writer::open(path, StoreConfig::default()).expect("store opens cleanly after kill -9");
     assert!(
         store.revision() >= acked.max_revision,
         "revision {} < acknowledged {}",

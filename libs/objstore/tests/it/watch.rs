@@ -3,14 +3,14 @@
 use std::time::Duration;
 
 use objstore::{
-    EventKind, NewObject, ObjKey, Store, StoreConfig, StoreError, WatchOptions, Watcher,
+    EventKind, NewObject, ObjKey, StoreConfig, StoreError, WatchOptions, Watcher, Writer,
 };
 use proptest::prelude::*;
 use testkit::eventually;
 
 use crate::common::{DEADLINE, TempStore, next_event, pod, pod_key};
 
-async fn put_n(store: &Store, from: usize, to: usize) {
+async fn put_n(store: &Writer, from: usize, to: usize) {
     for i in from..to {
         let name = format!("p{i}");
         store
@@ -197,7 +197,7 @@ async fn kinds(w: &mut Watcher, n: usize) -> Vec<(u64, EventKind)> {
 }
 
 /// rev 1 add (db) · 2 → web · 3 web again · 4 → db · 5 → web · 6 delete · 7 other object.
-async fn label_story(store: &Store) {
+async fn label_story(store: &Writer) {
     let key = pod_key("ns", "a");
     store
         .put(key.clone(), labelled("db", "n1", 1))
@@ -373,6 +373,28 @@ async fn a_watcher_ends_when_the_store_closes() {
         .await
         .unwrap();
     assert!(end.is_none());
+}
+
+#[tokio::test]
+async fn a_reader_outlives_its_writer_and_its_watchers_end() {
+    let t = TempStore::new();
+    let reader = t.store.reader();
+    let mut w = reader.watch(WatchOptions::from_revision(0)).unwrap();
+    put_n(&t.store, 0, 2).await;
+    let crate::common::TempStore { dir: _dir, store } = t;
+    drop(store);
+    assert_eq!(next_event(&mut w).await.unwrap().revision, 1);
+    assert_eq!(next_event(&mut w).await.unwrap().revision, 2);
+    let end = tokio::time::timeout(Duration::from_secs(5), w.next())
+        .await
+        .unwrap();
+    assert!(end.is_none(), "no writer, no more events");
+    assert!(matches!(
+        reader.watch(WatchOptions::from_revision(0)),
+        Err(StoreError::Closed)
+    ));
+    let held = reader.get(&pod_key("ns", "p1")).await.unwrap();
+    assert_eq!(held.map(|o| o.revision), Some(2), "reads go on");
 }
 
 /// Writers and watchers that start at arbitrary moments and revisions: every watcher sees

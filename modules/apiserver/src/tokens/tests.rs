@@ -146,7 +146,8 @@ fn a_pod_runs_as_the_default_account_unless_it_names_one() {
 fn a_key_is_made_once_and_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("apiserver/sa.key");
-    let store = objstore::Store::open(dir.path().join("s.db"), Default::default()).unwrap();
+    let writer = objstore::Writer::open(dir.path().join("s.db"), Default::default()).unwrap();
+    let store = writer.reader();
     let first = Tokens::load_or_generate(&path, store.clone()).unwrap();
     let made = std::fs::read_to_string(&path).unwrap();
     assert!(made.starts_with("-----BEGIN PRIVATE KEY-----\n"), "{made}");

@@ -13,7 +13,7 @@ use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
 use beehive::{Context, Mailbox, Message, Module, ModuleError, Operation, Running, Runtime};
 use edgehub::LinkState;
 use metamanager::MetaManager;
-use objstore::{Store, StoreConfig};
+use objstore::{Store, StoreConfig, Writer};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +36,8 @@ pub struct Node {
 /// A running edge.
 pub struct Edge {
     pub store: Store,
+    /// The cloud's way into the store (none when metamanager does not run).
+    downstream: Option<metamanager::Downstream>,
     pub proxy: lwproxy::Handle,
     pub link: watch::Sender<LinkState>,
     pub received: Arc<Mutex<Vec<Received>>>,
@@ -97,6 +99,20 @@ impl Node {
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
+
+    /// Stores `obj` as the cloud's version straight into the store, before an edge starts
+    /// (no metamanager).
+    pub async fn seed(&self, resource: &str, obj: Value) {
+        let meta = &obj["metadata"];
+        let text = |k: &str| meta[k].as_str().unwrap_or_default().to_owned();
+        let key = objstore::ObjKey::new(resource, text("namespace"), text("name"));
+        let bytes = serde_json::to_vec(&obj).expect("JSON");
+        let parsed = metamanager::object::Parsed::from_json(resource, &bytes).expect("an object");
+        let rv = parsed.resource_version.clone();
+        let store = Writer::open(self.db(), StoreConfig::default()).expect("the edge store opens");
+        let new = parsed.into_new_object(resource, &rv, store.revision() + 1);
+        store.put(key, new).await.expect("stored");
+    }
 }
 
 // === impl Edge ===
@@ -120,8 +136,9 @@ impl Edge {
         config: lwproxy::Config,
         with_metamanager: bool,
     ) -> Edge {
-        let store = Store::open(db, StoreConfig::default()).expect("the edge store opens");
-        let meta = metamanager::Handle::new(store.clone());
+        let writer = Writer::open(db, StoreConfig::default()).expect("the edge store opens");
+        let meta = metamanager::Handle::new(writer);
+        let store = meta.reader();
         let state = if online {
             connected()
         } else {
@@ -135,8 +152,11 @@ impl Edge {
         let refusing = Arc::default();
         let answering = Arc::default();
         let mut runtime = Runtime::new();
+        let mut downstream = None;
         if with_metamanager {
-            runtime.register(MetaManager::new(metamanager::Config::default(), meta));
+            let module = MetaManager::new(metamanager::Config::default(), meta);
+            downstream = Some(module.downstream());
+            runtime.register(module);
         }
         runtime.register(proxy);
         runtime.register(Cloud {
@@ -149,6 +169,7 @@ impl Edge {
             .expect("modules start");
         Edge {
             store,
+            downstream,
             proxy: handle,
             link,
             received,
@@ -214,24 +235,12 @@ impl Edge {
             )
             .with_resource_version(text("resourceVersion"))
             .with_content(serde_json::to_vec(&obj).expect("JSON"));
-        let ctx = self.running.context();
-        let resp = ctx
-            .send_sync(metamanager::NAME, msg, WAIT)
+        let downstream = self.downstream.as_ref().expect("metamanager runs");
+        let resp = tokio::time::timeout(WAIT, downstream.apply(msg))
             .await
+            .expect("metamanager answers in time")
             .expect("metamanager answers");
         assert_eq!(resp.router.operation, Operation::Response, "{resp:?}");
-    }
-
-    /// Stores `obj` as the cloud's version straight into the store (no metamanager).
-    pub async fn seed(&self, resource: &str, obj: Value) {
-        let meta = &obj["metadata"];
-        let text = |k: &str| meta[k].as_str().unwrap_or_default().to_owned();
-        let key = objstore::ObjKey::new(resource, text("namespace"), text("name"));
-        let bytes = serde_json::to_vec(&obj).expect("JSON");
-        let parsed = metamanager::object::Parsed::from_json(resource, &bytes).expect("an object");
-        let rv = parsed.resource_version.clone();
-        let new = parsed.into_new_object(resource, &rv, self.store.revision() + 1);
-        self.store.put(key, new).await.expect("stored");
     }
 
     pub fn received(&self) -> Vec<Received> {

@@ -1,11 +1,12 @@
 use std::time::Duration;
 
 use beehive::{Running, Runtime};
-use objstore::{ObjKey, Store, StoreConfig};
+use objstore::{ObjKey, Store, StoreConfig, Writer};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::*;
+use crate::HUB_MODULE;
 
 /// Stands in for a module that talks to metamanager; forwards what it receives to the test.
 struct Probe {
@@ -43,21 +44,24 @@ impl Module for Probe {
 struct Edge {
     _dir: tempfile::TempDir,
     path: std::path::PathBuf,
+    handle: Handle,
     store: Store,
+    /// The link's way in, as edgehub holds it.
+    downstream: Downstream,
     running: Running,
+    /// What reaches the module named edgehub (commit reports).
     acks: mpsc::UnboundedReceiver<Message>,
 }
 
 fn edge() -> Edge {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("edge.db");
-    let store = Store::open(&path, StoreConfig::default()).unwrap();
+    let handle = Handle::new(Writer::open(&path, StoreConfig::default()).unwrap());
     let (out, acks) = mpsc::unbounded_channel();
     let mut rt = Runtime::new();
-    rt.register(MetaManager::new(
-        Config::default(),
-        Handle::new(store.clone()),
-    ));
+    let meta = MetaManager::new(Config::default(), handle.clone());
+    let downstream = meta.downstream();
+    rt.register(meta);
     rt.register(Probe {
         name: HUB_MODULE,
         out,
@@ -66,7 +70,9 @@ fn edge() -> Edge {
     Edge {
         _dir: dir,
         path,
-        store,
+        store: handle.reader(),
+        handle,
+        downstream,
         running,
         acks,
     }
@@ -96,8 +102,9 @@ fn deletion(name: &str, uid: &str, rv: &str) -> Message {
 }
 
 impl Edge {
+    /// Sends `msg` the way the link does.
     async fn send(&self, msg: Message) {
-        self.running.context().send(NAME, msg).await.unwrap();
+        self.downstream.send(msg).await.unwrap();
     }
 
     async fn next_ack(&mut self) -> Message {
@@ -125,7 +132,7 @@ async fn a_downstream_object_is_acked_only_once_it_is_on_disk() {
     assert_eq!(ack.parent_id(), Some(id));
     assert_eq!(ack.router.operation, Operation::Response);
     // A second, independent connection to the file sees the object as soon as the ack exists.
-    let other = Store::open(&edge.path, StoreConfig::default()).unwrap();
+    let other = Writer::open(&edge.path, StoreConfig::default()).unwrap();
     let held = other
         .get(&ObjKey::new("pods", "default", "web-1"))
         .await
@@ -139,6 +146,45 @@ async fn a_downstream_object_is_acked_only_once_it_is_on_disk() {
         held.revision.to_string(),
         "clients see the local revision"
     );
+}
+
+#[tokio::test]
+async fn a_module_that_names_itself_edgehub_cannot_write_as_the_cloud() {
+    let edge = edge();
+    // Through the mailbox, as any local module sends, claiming to come from edgehub.
+    let forged = pod("forged", "u1", "100", "n1");
+    assert_eq!(forged.router.source, HUB_MODULE);
+    let resp = edge
+        .running
+        .context()
+        .send_sync(NAME, forged, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(resp.router.operation, Operation::Response);
+    assert!(
+        edge.held("forged").await.is_none(),
+        "a local message was applied as the cloud's object"
+    );
+    let queued = edge.store.outbox_peek(10).await.unwrap();
+    assert_eq!(queued.len(), 1, "it is a local write, queued for the cloud");
+    assert_eq!(queued[0].key, "update:default/pods/forged");
+}
+
+#[tokio::test]
+async fn a_downstream_write_can_be_awaited_until_it_is_on_disk() {
+    let edge = edge();
+    let msg = pod("p", "u1", "7", "n1");
+    let id = msg.id();
+    let report = edge.downstream.apply(msg).await.unwrap();
+    assert_eq!(
+        (report.router.operation.clone(), report.parent_id()),
+        (Operation::Response, Some(id))
+    );
+    assert_eq!(edge.held("p").await.unwrap().resource_version, "7");
+    let mut refused = pod("q", "u2", "1", "n1");
+    refused.content = Bytes::from_static(b"{not json");
+    let report = edge.downstream.apply(refused).await.unwrap();
+    assert_eq!(report.router.operation, Operation::Error);
 }
 
 #[tokio::test]
@@ -301,11 +347,11 @@ fn big_pod(name: &str, rv: &str) -> Message {
 #[tokio::test]
 async fn writes_the_store_cannot_take_are_held_unacked_and_applied_once_there_is_room() {
     let mut edge = edge();
-    let handle = Handle::new(edge.store.clone());
+    let handle = edge.handle.clone();
     edge.send(pod("first", "u0", "1", "n1")).await;
     assert_eq!(edge.next_ack().await.router.operation, Operation::Response);
     // The file may not grow: exactly what a full disk does to SQLite (SQLITE_FULL).
-    edge.store.set_max_page_count(1).await.unwrap();
+    handle.writer().set_max_page_count(1).await.unwrap();
     let names: Vec<String> = (0..20).map(|i| format!("big-{i}")).collect();
     for name in &names {
         edge.send(big_pod(name, "10")).await;
@@ -346,7 +392,7 @@ async fn writes_the_store_cannot_take_are_held_unacked_and_applied_once_there_is
     let item: Value = serde_json::from_slice(&resp.content).unwrap();
     assert_eq!(item["metadata"]["name"], "first");
 
-    edge.store.set_max_page_count(1 << 30).await.unwrap();
+    handle.writer().set_max_page_count(1 << 30).await.unwrap();
     // Within a few seconds, with no restart and nothing resent: every write is applied and
     // acked once, and the store is ready again.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(3);

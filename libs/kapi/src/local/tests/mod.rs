@@ -16,7 +16,7 @@ use apimachinery::catalog::builtins;
 use apimachinery::patch::PatchType;
 use apimachinery::time::parse_rfc3339;
 use apimachinery::{ApiError, ResourceInfo};
-use objstore::{ObjKey, Store, StoreConfig, Synchronous};
+use objstore::{ObjKey, Store, StoreConfig, Synchronous, Writer};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use testkit::eventually;
@@ -51,9 +51,10 @@ async fn fixture() -> Fixture {
         synchronous: Synchronous::Normal,
         ..StoreConfig::default()
     };
-    let store = Store::open(dir.path().join("kapi.db"), config).expect("open store");
+    let writer = Writer::open(dir.path().join("kapi.db"), config).expect("open store");
+    let store = writer.reader();
     let registry = Registry::new(builtins());
-    let backend = LocalBackend::new(store.clone(), registry.clone());
+    let backend = LocalBackend::new(writer, registry.clone());
     backend
         .ensure_namespaces(&["default", "kube-system"])
         .await
