@@ -12,6 +12,7 @@ mod config;
 mod error;
 mod module;
 pub mod object;
+mod through;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -23,9 +24,11 @@ use tokio::sync::Notify;
 
 use crate::object::{Parsed, Target};
 
+pub use apply::Outcome;
 pub use config::{Config, DatabaseConfig};
 pub use error::MetaError;
 pub use module::MetaManager;
+pub use through::{CloudAnswer, WrittenThrough};
 
 /// Module name.
 pub const NAME: &str = "metamanager";
