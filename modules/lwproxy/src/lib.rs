@@ -12,9 +12,11 @@
 mod backend;
 mod config;
 mod crds;
+mod echo;
 mod envelope;
 mod error;
 mod local;
+mod through;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};

@@ -246,17 +246,22 @@ pub fn connected() -> LinkState {
     }
 }
 
-/// What the stand-in cloud answers: a 403 for a delete; otherwise the written object's name
-/// and namespace, the cloud's resourceVersion `9999` and an annotation saying who answered.
+/// What the stand-in cloud answers: a 403 for a delete; otherwise a Pod (a Lease for leases)
+/// with the written object's name and namespace, the cloud's resourceVersion `9999` and an
+/// annotation saying who answered.
 pub fn cloud_answer(write: &ForwardedWrite) -> ForwardedReply {
     if write.verb == "delete" {
         let why = "node \"n1\" may not delete this pod";
         let denied = ApiError::forbidden(&write.group, &write.resource, &write.name, why);
         return ForwardedReply::from_error(&denied);
     }
+    let (kind, api_version) = match write.resource.as_str() {
+        "leases" => ("Lease", "coordination.k8s.io/v1"),
+        _ => ("Pod", "v1"),
+    };
     let body = json!({
-        "kind": "Pod",
-        "apiVersion": "v1",
+        "kind": kind,
+        "apiVersion": api_version,
         "metadata": {
             "name": write.object_name(),
             "namespace": write.namespace,
