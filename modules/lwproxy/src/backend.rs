@@ -16,12 +16,12 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use apimachinery::forward::LINK_LOST;
 use apimachinery::patch::PatchType;
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
 use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
 use beehive::{Context, ErrorChain, Message, Operation, SyncError};
 use bytes::Bytes;
-use edgehub::LinkState;
 use kapi::{Backend, DeleteOptions, WriteRequest};
 use metamanager::CloudAnswer;
 use objstore::{ObjKey, StoredObject};
@@ -31,7 +31,7 @@ use tokio::sync::watch;
 use crate::echo::Answered;
 use crate::envelope::{self, Change};
 use crate::local::{self, LocalWrite, Subject};
-use crate::{MESSAGE_GROUP, NAME, through};
+use crate::{HUB_MODULE, Link, MESSAGE_GROUP, NAME, through};
 
 /// Tries of a local write whose object changed between read and write.
 const LOCAL_ATTEMPTS: usize = 3;
@@ -39,7 +39,7 @@ const LOCAL_ATTEMPTS: usize = 3;
 /// Forwards writes to the cloud, or applies status writes locally while offline.
 pub(crate) struct Forwarder {
     meta: metamanager::Handle,
-    link: watch::Receiver<LinkState>,
+    link: watch::Receiver<Link>,
     /// Set when the module runs: the way to edgehub and metamanager.
     ctx: OnceLock<Context>,
     timeout: Duration,
@@ -64,7 +64,7 @@ enum Failure {
 impl Forwarder {
     pub(crate) fn new(
         meta: metamanager::Handle,
-        link: watch::Receiver<LinkState>,
+        link: watch::Receiver<Link>,
         timeout: Duration,
     ) -> Arc<Forwarder> {
         Arc::new(Forwarder {
@@ -82,7 +82,7 @@ impl Forwarder {
     }
 
     fn online(&self) -> bool {
-        matches!(*self.link.borrow(), LinkState::Connected { .. })
+        *self.link.borrow() == Link::Up
     }
 
     fn context(&self) -> Result<&Context, Failure> {
@@ -142,7 +142,7 @@ impl Forwarder {
         let msg = Message::new()
             .route(NAME, MESSAGE_GROUP, resource, change.operation())
             .with_content(encode(&write));
-        let resp = match ctx.send_sync(edgehub::NAME, msg, self.timeout).await {
+        let resp = match ctx.send_sync(HUB_MODULE, msg, self.timeout).await {
             Ok(resp) => resp,
             Err(SyncError::Timeout { timeout, .. }) => {
                 let why = format!("the cloud did not answer within {timeout:?}");
@@ -154,10 +154,10 @@ impl Forwarder {
             let why = text(&resp.content);
             // edgehub refuses what it cannot send, or says the link dropped under the request;
             // an error from the cloud is an answer.
-            if resp.router.source == edgehub::NAME && why == edgehub::LINK_LOST {
+            if resp.router.source == HUB_MODULE && why == LINK_LOST {
                 return Err(Failure::Unknown(why));
             }
-            if resp.router.source == edgehub::NAME {
+            if resp.router.source == HUB_MODULE {
                 return Err(Failure::Unsent(why));
             }
             return Err(Failure::Api(not_forwarded(req, change, &why)));

@@ -309,3 +309,9 @@ async fn an_offline_status_write_is_never_stored_without_the_message_that_sends_
     assert!(answered.is_ok());
     edge.stop().await;
 }
+
+#[test]
+fn writes_go_to_the_module_edgehub_registers_as() {
+    assert_eq!(lwproxy::HUB_MODULE, edgehub::NAME);
+    assert_eq!(apimachinery::forward::LINK_LOST, edgehub::LINK_LOST);
+}

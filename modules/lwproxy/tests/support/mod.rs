@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
 use beehive::{Context, Mailbox, Message, Module, ModuleError, Operation, Running, Runtime};
-use edgehub::LinkState;
+use lwproxy::Link;
 use metamanager::MetaManager;
 use objstore::{Store, StoreConfig};
 use serde_json::{Value, json};
@@ -37,7 +37,7 @@ pub struct Node {
 pub struct Edge {
     pub store: Store,
     pub proxy: lwproxy::Handle,
-    pub link: watch::Sender<LinkState>,
+    pub link: watch::Sender<Link>,
     pub received: Arc<Mutex<Vec<Received>>>,
     /// While set, the stand-in answers like edgehub that lost its link (an `error` response).
     pub refusing: Arc<AtomicBool>,
@@ -122,11 +122,7 @@ impl Edge {
     ) -> Edge {
         let store = Store::open(db, StoreConfig::default()).expect("the edge store opens");
         let meta = metamanager::Handle::new(store.clone());
-        let state = if online {
-            connected()
-        } else {
-            LinkState::Disconnected
-        };
+        let state = if online { connected() } else { Link::Down };
         let (link, link_rx) = watch::channel(state);
         let (proxy, handle) = lwproxy::LwProxy::bind(config, meta.clone(), link_rx)
             .await
@@ -168,7 +164,7 @@ impl Edge {
     }
 
     pub fn go_offline(&self) {
-        self.link.send_replace(LinkState::Disconnected);
+        self.link.send_replace(Link::Down);
     }
 
     /// The link still counts as up, but edgehub refuses to send (it just dropped).
@@ -239,11 +235,8 @@ impl Edge {
     }
 }
 
-pub fn connected() -> LinkState {
-    LinkState::Connected {
-        session_id: 1,
-        server: "cloud".into(),
-    }
+pub fn connected() -> Link {
+    Link::Up
 }
 
 /// What the stand-in cloud answers: a 403 for a delete; otherwise a Pod (a Lease for leases)
