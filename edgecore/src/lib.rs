@@ -55,7 +55,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let mut proxy = None;
     if config.modules.lw_proxy.enable {
         let link = match &hub {
-            Some(hub) => hub.state(),
+            Some(hub) => link_of(hub.state(), shutdown.clone()),
             None => never_linked(),
         };
         let (module, handle) =
@@ -78,9 +78,35 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
 }
 
 /// The link state of an edge without edgehub: never connected, so lwproxy forwards nothing.
-fn never_linked() -> watch::Receiver<LinkState> {
+fn never_linked() -> watch::Receiver<lwproxy::Link> {
     // The receiver keeps the last value after its sender is gone.
-    watch::channel(LinkState::Disconnected).1
+    watch::channel(lwproxy::Link::Down).1
+}
+
+/// edgehub's link state as lwproxy sees it, followed until shutdown or until edgehub is gone
+/// (lwproxy then keeps the last state).
+fn link_of(
+    mut hub: watch::Receiver<LinkState>,
+    shutdown: CancellationToken,
+) -> watch::Receiver<lwproxy::Link> {
+    let up = |state: &LinkState| match state {
+        LinkState::Connected { .. } => lwproxy::Link::Up,
+        LinkState::Disconnected => lwproxy::Link::Down,
+    };
+    let (tx, rx) = watch::channel(up(&hub.borrow_and_update()));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                changed = hub.changed() => if changed.is_err() {
+                    return;
+                },
+            }
+            tx.send_replace(up(&hub.borrow_and_update()));
+        }
+    });
+    rx
 }
 
 /// Opens the edge store; errors name the file and how to recover from a damaged one.

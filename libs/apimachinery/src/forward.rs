@@ -8,6 +8,11 @@ use serde_json::Value;
 
 use crate::status::ApiError;
 
+/// The error content a forwarded write gets from the edge's hub when the link dropped after
+/// the write was handed over and before the cloud's reply came: the write may have been
+/// applied, so its outcome is unknown (unlike the hub's other refusals, which sent nothing).
+pub const LINK_LOST: &str = "the link to the cloud was lost before the reply came";
+
 /// One write, as the REST layer parsed it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]

@@ -1,8 +1,10 @@
 //! Serving the REST routes: accept connections on a bound listener (TLS first when configured),
 //! one task per connection, HTTP/1.1 or HTTP/2. A client certificate a TLS client presented
 //! reaches the routes as a [`PeerCertificate`] request extension (the caller's authentication
-//! layer turns it into a [`crate::User`]). Watches never end on their own, so at shutdown open
-//! connections are dropped rather than drained.
+//! layer turns it into a [`crate::User`]). At shutdown every connection is shut down
+//! gracefully: watches, which never end on their own, are ended at a frame boundary
+//! ([`drain`]), so clients see a normal end of stream; a connection still open after
+//! [`CLOSE_GRACE`] is dropped.
 //!
 //! Connections are held within [`ServeConfig`]'s limits ([`pool`]): the accept loop never
 //! waits for room; a connection is unauthenticated until its client certificate was verified
@@ -12,6 +14,7 @@
 //! deadline, a header-read timeout and an idle timeout ([`activity`]).
 
 mod activity;
+mod drain;
 mod pool;
 
 use std::net::{IpAddr, SocketAddr};
@@ -34,9 +37,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use activity::{Activity, Timeouts, Tracked, Watched};
+use drain::Draining;
+pub(crate) use drain::Endless;
 use pool::{Admission, Evictable, Limits, Pool, Refusal};
 
-/// How long a connection closed for a timeout gets to say goodbye (an HTTP/2 GOAWAY).
+/// How long a connection closed for a timeout or at shutdown gets to finish (the end of its
+/// watches, an HTTP/2 GOAWAY).
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Limits and timeouts of [`serve`]. The defaults suit both servers.
@@ -341,6 +347,7 @@ impl Server {
             connection: held,
             activity: Arc::clone(&activity),
             cert,
+            shutdown: self.shutdown.clone(),
         };
         let app = self
             .app
@@ -364,7 +371,12 @@ impl Server {
                 conn.as_mut().graceful_shutdown();
                 let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
             }
-            _ = self.shutdown.cancelled() => {}
+            _ = self.shutdown.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                if tokio::time::timeout(CLOSE_GRACE, conn).await.is_err() {
+                    tracing::debug!(%remote, "connection dropped: still open after the shutdown grace");
+                }
+            }
         }
     }
 
@@ -388,19 +400,27 @@ struct PerRequest {
     connection: Connection,
     activity: Arc<Activity>,
     cert: Option<PeerCertificate>,
+    /// Ends [`Endless`] bodies.
+    shutdown: CancellationToken,
 }
 
-/// Adds the connection (and its client certificate) to the request, and keeps the request in
-/// flight until its response body is dropped.
+/// Adds the connection (and its client certificate) to the request, keeps the request in
+/// flight until its response body is dropped, and ends an [`Endless`] body at shutdown.
 async fn per_request(State(ctx): State<PerRequest>, mut req: Request, next: Next) -> Response {
     let in_flight = ctx.activity.start();
     req.extensions_mut().insert(ctx.connection);
     if let Some(cert) = ctx.cert {
         req.extensions_mut().insert(cert);
     }
-    next.run(req)
-        .await
-        .map(|body| Body::new(Tracked::new(body, in_flight)))
+    let resp = next.run(req).await;
+    let endless = resp.extensions().get::<Endless>().is_some();
+    resp.map(|body| match endless {
+        true => Body::new(Tracked::new(
+            Body::new(Draining::new(body, ctx.shutdown)),
+            in_flight,
+        )),
+        false => Body::new(Tracked::new(body, in_flight)),
+    })
 }
 
 /// The address a client is counted under (an IPv4-mapped IPv6 address as IPv4).

@@ -31,7 +31,7 @@ pub const NAME: &str = metamanager::HUB_MODULE;
 pub const GROUP: &str = "hub";
 /// The error a waiting request gets when the link drops before the cloud's reply: the request
 /// may have been sent, so its outcome is unknown (unlike the other refusals, sent nothing).
-pub const LINK_LOST: &str = "the link to the cloud was lost before the reply came";
+pub const LINK_LOST: &str = apimachinery::forward::LINK_LOST;
 
 /// Whether the edge is linked to the cloud.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 //!
 //! While the link is up, every write is forwarded: a [`ForwardedWrite`] (resourceVersion
 //! preconditions rewritten for the cloud, see [`crate::envelope`]) goes to edgehub as a sync
-//! request, and the cloud's [`ForwardedReply`] comes back as the answer, unchanged. While it is
+//! request, and the cloud's [`ForwardedReply`] is applied to the edge store before the client
+//! is answered with the object as stored, at its local revision (see [`crate::through`]). While it is
 //! down, the writes a kubelet needs to keep reporting ([`LocalWrite`]) are applied to the edge
 //! store and, in the same store transaction, queued for the cloud in metamanager's outbox as
 //! what the client changed (a merge patch of the status write or of a lease's renew fields, or
@@ -15,20 +16,22 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use apimachinery::forward::LINK_LOST;
 use apimachinery::patch::PatchType;
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
 use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
-use beehive::{Context, Message, Operation, SyncError};
+use beehive::{Context, ErrorChain, Message, Operation, SyncError};
 use bytes::Bytes;
-use edgehub::LinkState;
 use kapi::{Backend, DeleteOptions, WriteRequest};
+use metamanager::CloudAnswer;
 use objstore::{ObjKey, StoredObject};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::echo::Answered;
 use crate::envelope::{self, Change};
 use crate::local::{self, LocalWrite, Subject};
-use crate::{MESSAGE_GROUP, NAME};
+use crate::{HUB_MODULE, Link, MESSAGE_GROUP, NAME, through};
 
 /// Tries of a local write whose object changed between read and write.
 const LOCAL_ATTEMPTS: usize = 3;
@@ -36,10 +39,12 @@ const LOCAL_ATTEMPTS: usize = 3;
 /// Forwards writes to the cloud, or applies status writes locally while offline.
 pub(crate) struct Forwarder {
     meta: metamanager::Handle,
-    link: watch::Receiver<LinkState>,
+    link: watch::Receiver<Link>,
     /// Set when the module runs: the way to edgehub and metamanager.
     ctx: OnceLock<Context>,
     timeout: Duration,
+    /// The last answers of writes applied locally, to recognize their echo from the cloud.
+    answered: Answered,
 }
 
 /// Why a forwarded write has no answer from the cloud.
@@ -59,7 +64,7 @@ enum Failure {
 impl Forwarder {
     pub(crate) fn new(
         meta: metamanager::Handle,
-        link: watch::Receiver<LinkState>,
+        link: watch::Receiver<Link>,
         timeout: Duration,
     ) -> Arc<Forwarder> {
         Arc::new(Forwarder {
@@ -67,6 +72,7 @@ impl Forwarder {
             link,
             ctx: OnceLock::new(),
             timeout,
+            answered: Answered::default(),
         })
     }
 
@@ -76,7 +82,7 @@ impl Forwarder {
     }
 
     fn online(&self) -> bool {
-        matches!(*self.link.borrow(), LinkState::Connected { .. })
+        *self.link.borrow() == Link::Up
     }
 
     fn context(&self) -> Result<&Context, Failure> {
@@ -114,7 +120,7 @@ impl Forwarder {
         }
     }
 
-    /// Sends the write to the cloud and returns its answer.
+    /// Sends the write to the cloud, applies its answer to the edge store and returns it.
     async fn forward(
         &self,
         req: &WriteRequest<'_>,
@@ -122,17 +128,21 @@ impl Forwarder {
     ) -> Result<(u16, Value), Failure> {
         let ctx = self.context()?;
         let mut write = envelope::envelope(req, change);
-        if !req.name.is_empty()
-            && let Some(held) = self.held(&key(req, req.name)).await.map_err(Failure::Api)?
-            && let Err(stale) = envelope::translate(&mut write, &held)
-        {
-            return Err(Failure::Api(stale.conflict(req, change, &held)));
+        let held = match req.name {
+            "" => None,
+            name => self.held(&key(req, name)).await.map_err(Failure::Api)?,
+        };
+        if let Some(held) = &held {
+            let alias = self.answered.alias(held);
+            if let Err(stale) = envelope::translate(&mut write, held, alias) {
+                return Err(Failure::Api(stale.conflict(req, change, held)));
+            }
         }
         let resource = message_resource(&key(req, write.object_name()));
         let msg = Message::new()
             .route(NAME, MESSAGE_GROUP, resource, change.operation())
             .with_content(encode(&write));
-        let resp = match ctx.send_sync(edgehub::NAME, msg, self.timeout).await {
+        let resp = match ctx.send_sync(HUB_MODULE, msg, self.timeout).await {
             Ok(resp) => resp,
             Err(SyncError::Timeout { timeout, .. }) => {
                 let why = format!("the cloud did not answer within {timeout:?}");
@@ -144,10 +154,10 @@ impl Forwarder {
             let why = text(&resp.content);
             // edgehub refuses what it cannot send, or says the link dropped under the request;
             // an error from the cloud is an answer.
-            if resp.router.source == edgehub::NAME && why == edgehub::LINK_LOST {
+            if resp.router.source == HUB_MODULE && why == LINK_LOST {
                 return Err(Failure::Unknown(why));
             }
-            if resp.router.source == edgehub::NAME {
+            if resp.router.source == HUB_MODULE {
                 return Err(Failure::Unsent(why));
             }
             return Err(Failure::Api(not_forwarded(req, change, &why)));
@@ -157,7 +167,35 @@ impl Forwarder {
                 "the cloud's answer is not a forwarded reply: {e}"
             )))
         })?;
-        reply.into_result().map_err(Failure::Api)
+        let answer = reply.into_result().map_err(Failure::Api)?;
+        Ok(self
+            .write_through(req, change, answer, held.as_deref())
+            .await)
+    }
+
+    /// Applies the cloud's answer to the edge store; returns the answer for the client, at
+    /// local revisions. When the store cannot take it the write still happened in the cloud:
+    /// the answer goes out without the store (its version arrives downstream later).
+    async fn write_through(
+        &self,
+        req: &WriteRequest<'_>,
+        change: &Change,
+        (code, body): (u16, Value),
+        held: Option<&StoredObject>,
+    ) -> (u16, Value) {
+        let Some((name, stored)) = through::stored_as(req, change, &body) else {
+            return (code, through::localize(body, held));
+        };
+        let key = key(req, &name);
+        self.answered.forget(&key);
+        let removed = matches!(stored, CloudAnswer::Gone { .. });
+        match self.meta.write_through(key, stored).await {
+            Ok(done) => (code, through::answer(req, body, removed, &done)),
+            Err(e) => {
+                tracing::warn!(resource = %req.info.plural, name, error = %ErrorChain(&e), "the cloud's answer could not be stored at the edge");
+                (code, through::localize(body, held))
+            }
+        }
     }
 
     /// Applies a status write to the edge store and queues it for the cloud.
@@ -200,6 +238,7 @@ impl Forwarder {
             let Some(stored) = stored else {
                 continue; // changed since it was read: read it again
             };
+            self.answered.record(&stored);
             return Ok((code, answer(req, &stored)?));
         }
         Err(ApiError::conflict(
@@ -279,13 +318,8 @@ fn encode(write: &ForwardedWrite) -> Vec<u8> {
 
 /// The object as stored, with kind and apiVersion.
 fn answer(req: &WriteRequest<'_>, stored: &StoredObject) -> Result<Value, ApiError> {
-    let mut obj: Value = serde_json::from_slice(&stored.value)
-        .map_err(|e| ApiError::internal(format!("decoding stored {}: {e}", stored.key)))?;
-    if let Some(map) = obj.as_object_mut() {
-        map.insert("kind".into(), Value::String(req.info.kind.clone()));
-        map.insert("apiVersion".into(), Value::String(req.info.api_version()));
-    }
-    Ok(obj)
+    through::as_stored(req, stored)
+        .ok_or_else(|| ApiError::internal(format!("decoding stored {}", stored.key)))
 }
 
 /// A dry run answers what would be stored, at the held revision.

@@ -120,8 +120,13 @@ pub(crate) fn delete_options(opts: &DeleteOptions) -> Value {
 }
 
 /// Rewrites every resourceVersion precondition of `write` for the cloud, given the object
-/// held for it (a write on an object not held goes unchanged).
-pub(crate) fn translate(write: &mut ForwardedWrite, held: &StoredObject) -> Result<(), Stale> {
+/// held for it (a write on an object not held goes unchanged). `alias` is an earlier local
+/// revision that stands for the held object too (see [`crate::echo`]).
+pub(crate) fn translate(
+    write: &mut ForwardedWrite,
+    held: &StoredObject,
+    alias: Option<u64>,
+) -> Result<(), Stale> {
     let verb = write.verb.clone();
     let kind = write
         .content_type
@@ -134,14 +139,20 @@ pub(crate) fn translate(write: &mut ForwardedWrite, held: &StoredObject) -> Resu
         let Some(requested) = rv.as_str().filter(|s| !s.is_empty()) else {
             continue;
         };
-        *rv = Value::String(to_cloud(requested, held)?);
+        *rv = Value::String(to_cloud(requested, held, alias)?);
     }
     Ok(())
 }
 
-/// The cloud resourceVersion a precondition `requested` stands for, for the object `held`.
-pub(crate) fn to_cloud(requested: &str, held: &StoredObject) -> Result<String, Stale> {
-    if requested == held.revision.to_string() {
+/// The cloud resourceVersion a precondition `requested` stands for, for the object `held`
+/// (known locally also as revision `alias`).
+pub(crate) fn to_cloud(
+    requested: &str,
+    held: &StoredObject,
+    alias: Option<u64>,
+) -> Result<String, Stale> {
+    let local = |revision: u64| requested == revision.to_string();
+    if local(held.revision) || alias.is_some_and(local) {
         Ok(held.resource_version.clone())
     } else if requested == held.resource_version {
         Ok(requested.to_owned())
@@ -155,7 +166,7 @@ pub(crate) fn to_cloud(requested: &str, held: &StoredObject) -> Result<String, S
 /// Whether `requested` (from a write applied locally) names the object held: empty (no
 /// precondition), its local revision, or its cloud resourceVersion.
 pub(crate) fn is_current(requested: &str, held: &StoredObject) -> bool {
-    requested.is_empty() || to_cloud(requested, held).is_ok()
+    requested.is_empty() || to_cloud(requested, held, None).is_ok()
 }
 
 /// The places a body carries a resourceVersion precondition: `metadata.resourceVersion` of an

@@ -12,16 +12,17 @@
 mod backend;
 mod config;
 mod crds;
+mod echo;
 mod envelope;
 mod error;
 mod local;
+mod through;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use beehive::{Context, Mailbox, Module, ModuleError};
-use edgehub::LinkState;
 use kapi::{Api, Registry, User};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -39,6 +40,21 @@ pub const NAME: &str = "lwproxy";
 pub const MESSAGE_GROUP: &str = "resource";
 /// Who a request without credentials is: loopback callers are the node's own components.
 pub const LOCAL_ADMIN: &str = "system:admin";
+/// The module forwarded writes go to (edgehub), which answers them with the cloud's reply or
+/// refuses them (an `error` response; [`apimachinery::forward::LINK_LOST`] when the link
+/// dropped after the write was handed over).
+pub const HUB_MODULE: &str = "edgehub";
+
+/// Whether the link to the cloud is up: writes are forwarded while it is, applied locally
+/// (status and leases) or refused while it is not. The daemon maps its hub's state onto it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Link {
+    /// Linked: writes are forwarded.
+    Up,
+    /// Not linked.
+    #[default]
+    Down,
+}
 
 /// How long open connections get to finish at shutdown.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -77,7 +93,7 @@ impl LwProxy {
     pub async fn bind(
         config: Config,
         meta: metamanager::Handle,
-        link: watch::Receiver<LinkState>,
+        link: watch::Receiver<Link>,
     ) -> Result<(LwProxy, Handle), LwProxyError> {
         let tls = tls_config(&config)?.map(Arc::new);
         let store = meta.store().clone();

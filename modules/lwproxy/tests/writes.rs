@@ -30,7 +30,7 @@ fn api_error(e: kube::Error) -> Box<kube::core::Status> {
 }
 
 #[tokio::test]
-async fn an_online_patch_goes_to_the_cloud_with_its_resource_version_and_comes_back_unchanged() {
+async fn an_online_patch_goes_to_the_cloud_with_its_resource_version_and_comes_back_as_stored() {
     let node = Node::new();
     let edge = node.start(true).await;
     edge.downstream("pods", pod("p", "n1", "100")).await;
@@ -44,7 +44,16 @@ async fn an_online_patch_goes_to_the_cloud_with_its_resource_version_and_comes_b
         .await
         .expect("the cloud's answer");
     assert_eq!(answered.annotations()["answered-by"], "cloud");
-    assert_eq!(answered.resource_version().as_deref(), Some("9999"));
+    // Stored at the edge with the cloud's version, answered at its local revision.
+    let answered_rv = answered.resource_version().expect("a resourceVersion");
+    assert_ne!(
+        answered_rv, "9999",
+        "the cloud's version never reaches a client"
+    );
+    assert_eq!(answered_rv, local_rv(&pods, "p").await);
+    let key = objstore::ObjKey::new("pods", "default", "p");
+    let held = edge.store.get(&key).await.expect("readable").expect("held");
+    assert_eq!(held.resource_version, "9999");
 
     let received = edge.received();
     assert_eq!(received.len(), 1);
@@ -299,4 +308,10 @@ async fn an_offline_status_write_is_never_stored_without_the_message_that_sends_
     );
     assert!(answered.is_ok());
     edge.stop().await;
+}
+
+#[test]
+fn writes_go_to_the_module_edgehub_registers_as() {
+    assert_eq!(lwproxy::HUB_MODULE, edgehub::NAME);
+    assert_eq!(apimachinery::forward::LINK_LOST, edgehub::LINK_LOST);
 }

@@ -17,6 +17,7 @@ mod downstream;
 mod error;
 mod module;
 pub mod object;
+mod through;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -28,10 +29,12 @@ use tokio::sync::Notify;
 
 use crate::object::{Parsed, Target};
 
+pub use apply::Outcome;
 pub use config::{Config, DatabaseConfig};
 pub use downstream::Downstream;
 pub use error::MetaError;
 pub use module::MetaManager;
+pub use through::{CloudAnswer, WrittenThrough};
 
 /// Module name.
 pub const NAME: &str = "metamanager";

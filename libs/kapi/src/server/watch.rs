@@ -15,7 +15,8 @@
 //! The stream is pulled by the HTTP body, so a slow client stops pulling; the store then ends
 //! the lagging watcher (it never waits for one) and the stream ends after what was buffered.
 //! The client re-watches from the last resourceVersion it saw. Dropping the body (client
-//! gone) drops the store watcher at once.
+//! gone) drops the store watcher at once. At server shutdown the body ends after a whole
+//! event ([`crate::serve::Endless`]).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -323,6 +324,8 @@ fn stream_response(
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Ended at a frame boundary when the server shuts down.
+    resp.extensions_mut().insert(crate::serve::Endless);
     resp
 }
 

@@ -80,7 +80,7 @@ fn a_local_revision_becomes_the_cloud_version_and_a_cloud_version_stays() {
         |rv: &str| Change::Update(json!({"metadata": {"name": "p", "resourceVersion": rv}}));
     for rv in ["7", "100"] {
         let mut w = forwarded(&update(rv), None);
-        translate(&mut w, &held()).unwrap();
+        translate(&mut w, &held(), None).unwrap();
         assert_eq!(
             w.body.unwrap()["metadata"]["resourceVersion"],
             "100",
@@ -89,13 +89,20 @@ fn a_local_revision_becomes_the_cloud_version_and_a_cloud_version_stays() {
     }
     let mut w = forwarded(&update("6"), None);
     assert_eq!(
-        translate(&mut w, &held()),
+        translate(&mut w, &held(), None),
         Err(Stale {
             requested: "6".into()
         })
     );
+    let mut w = forwarded(&update("6"), None);
+    translate(&mut w, &held(), Some(6)).unwrap();
+    assert_eq!(
+        w.body.unwrap()["metadata"]["resourceVersion"],
+        "100",
+        "an alias of the held revision"
+    );
     let mut w = forwarded(&update(""), None);
-    translate(&mut w, &held()).unwrap();
+    translate(&mut w, &held(), None).unwrap();
     assert_eq!(
         w.body.unwrap()["metadata"]["resourceVersion"],
         "",
@@ -110,7 +117,7 @@ fn preconditions_in_patches_and_delete_options_are_translated() {
         Bytes::from_static(br#"{"metadata":{"resourceVersion":"7"}}"#),
     );
     let mut w = forwarded(&merge, None);
-    translate(&mut w, &held()).unwrap();
+    translate(&mut w, &held(), None).unwrap();
     assert_eq!(w.body.unwrap()["metadata"]["resourceVersion"], "100");
 
     let test = br#"[{"op":"test","path":"/metadata/resourceVersion","value":"7"},{"op":"replace","path":"/metadata/resourceVersion","value":"7"}]"#;
@@ -118,7 +125,7 @@ fn preconditions_in_patches_and_delete_options_are_translated() {
         &Change::Patch(PatchType::Json, Bytes::from_static(test)),
         None,
     );
-    translate(&mut w, &held()).unwrap();
+    translate(&mut w, &held(), None).unwrap();
     let body = w.body.unwrap();
     assert_eq!(
         (body[0]["value"].as_str(), body[1]["value"].as_str()),
@@ -131,7 +138,7 @@ fn preconditions_in_patches_and_delete_options_are_translated() {
     };
     let delete = Change::Delete(opts);
     let mut w = forwarded(&delete, None);
-    let stale = translate(&mut w, &held()).unwrap_err();
+    let stale = translate(&mut w, &held(), None).unwrap_err();
     let (info, user) = (
         pods(),
         User {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
 use beehive::{Context, Mailbox, Message, Module, ModuleError, Operation, Running, Runtime};
-use edgehub::LinkState;
+use lwproxy::Link;
 use metamanager::MetaManager;
 use objstore::{Store, StoreConfig, Writer};
 use serde_json::{Value, json};
@@ -39,7 +39,7 @@ pub struct Edge {
     /// The cloud's way into the store (none when metamanager does not run).
     downstream: Option<metamanager::Downstream>,
     pub proxy: lwproxy::Handle,
-    pub link: watch::Sender<LinkState>,
+    pub link: watch::Sender<Link>,
     pub received: Arc<Mutex<Vec<Received>>>,
     /// While set, the stand-in answers like edgehub that lost its link (an `error` response).
     pub refusing: Arc<AtomicBool>,
@@ -139,11 +139,7 @@ impl Edge {
         let writer = Writer::open(db, StoreConfig::default()).expect("the edge store opens");
         let meta = metamanager::Handle::new(writer);
         let store = meta.reader();
-        let state = if online {
-            connected()
-        } else {
-            LinkState::Disconnected
-        };
+        let state = if online { connected() } else { Link::Down };
         let (link, link_rx) = watch::channel(state);
         let (proxy, handle) = lwproxy::LwProxy::bind(config, meta.clone(), link_rx)
             .await
@@ -189,7 +185,7 @@ impl Edge {
     }
 
     pub fn go_offline(&self) {
-        self.link.send_replace(LinkState::Disconnected);
+        self.link.send_replace(Link::Down);
     }
 
     /// The link still counts as up, but edgehub refuses to send (it just dropped).
@@ -248,24 +244,26 @@ impl Edge {
     }
 }
 
-pub fn connected() -> LinkState {
-    LinkState::Connected {
-        session_id: 1,
-        server: "cloud".into(),
-    }
+pub fn connected() -> Link {
+    Link::Up
 }
 
-/// What the stand-in cloud answers: a 403 for a delete; otherwise the written object's name
-/// and namespace, the cloud's resourceVersion `9999` and an annotation saying who answered.
+/// What the stand-in cloud answers: a 403 for a delete; otherwise a Pod (a Lease for leases)
+/// with the written object's name and namespace, the cloud's resourceVersion `9999` and an
+/// annotation saying who answered.
 pub fn cloud_answer(write: &ForwardedWrite) -> ForwardedReply {
     if write.verb == "delete" {
         let why = "node \"n1\" may not delete this pod";
         let denied = ApiError::forbidden(&write.group, &write.resource, &write.name, why);
         return ForwardedReply::from_error(&denied);
     }
+    let (kind, api_version) = match write.resource.as_str() {
+        "leases" => ("Lease", "coordination.k8s.io/v1"),
+        _ => ("Pod", "v1"),
+    };
     let body = json!({
-        "kind": "Pod",
-        "apiVersion": "v1",
+        "kind": kind,
+        "apiVersion": api_version,
         "metadata": {
             "name": write.object_name(),
             "namespace": write.namespace,
