@@ -110,3 +110,26 @@ pub enum HandshakeError {
     #[error("unexpected {kind} frame during the handshake")]
     Unexpected { kind: &'static str },
 }
+
+/// Why a session ends ([`crate::Session`]).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SessionError {
+    /// The peer acked what was never sent, or sent an ack the window cannot take.
+    #[error("bad ack: {0}")]
+    Ack(#[from] AckError),
+    /// The peer sent data outside its window, or the application reported a seq it never got.
+    #[error("bad data: {0}")]
+    Recv(#[from] RecvError),
+    /// The inventory the peer sent breaks a limit.
+    #[error("bad inventory: {0}")]
+    Inventory(#[from] InventoryError),
+    /// A frame this end never takes in a session (a hello, a welcome, an inventory not asked).
+    #[error("unexpected {0} frame in a session")]
+    Unexpected(&'static str),
+    /// The peer was silent for the keepalive timeout.
+    #[error("peer silent for the keepalive timeout")]
+    PeerDead,
+    /// The peer sent `Close`.
+    #[error("peer closed the session: {0}")]
+    PeerClosed(String),
+}

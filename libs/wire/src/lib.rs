@@ -90,6 +90,7 @@ mod outbound;
 mod queue;
 mod recv;
 pub mod resync;
+mod session;
 mod window;
 
 #[cfg(test)]
@@ -97,7 +98,8 @@ mod testing;
 
 pub use digest::{Digest, digest, entry_hash, object_key};
 pub use error::{
-    AckError, FrameError, HandshakeError, InventoryError, QueueFull, RecvError, WindowFull,
+    AckError, FrameError, HandshakeError, InventoryError, QueueFull, RecvError, SessionError,
+    WindowFull,
 };
 pub use frame::{
     Ack, DEFAULT_MAX_FRAME, FRAME_FORMAT, Frame, FrameReader, Hello, InventoryEntry,
@@ -114,4 +116,5 @@ pub use resync::{
     DEFAULT_MAX_INVENTORY, Inventory, InventoryCollector, ResyncPlan, ResyncProgress,
     inventory_frames, plan_resync,
 };
+pub use session::{Event, Role, Session, SessionConfig, SessionStats};
 pub use window::{RttEstimator, SendWindow, Transmit, WindowConfig, WindowStats};

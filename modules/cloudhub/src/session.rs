@@ -10,10 +10,7 @@ use beehive::{Context, Message, MsgId, Operation, SyncError};
 use link::{FrameSink, Incoming};
 use tokio::sync::mpsc;
 use tracing::Instrument;
-use wire::{
-    Ack, Frame, Hello, HelloCheck, InventoryCollector, Keepalive, KeepaliveAction, Receiver,
-    ResyncProgress, ResyncStart,
-};
+use wire::{Event, Frame, Hello, HelloCheck, ResyncStart, Role, SessionStats};
 
 use crate::error::HubError;
 use crate::node::NodeSlot;
@@ -31,23 +28,28 @@ enum Handled {
     Retry { seq: u64 },
 }
 
-/// The state of one live session.
+/// The state of one live session: the I/O-free core and what this shell adds (the socket, the
+/// controller, the node's shared queue).
 struct Session<'a> {
     shared: &'a Shared,
     ctx: &'a Context,
     slot: Arc<NodeSlot>,
     sink: FrameSink,
-    receiver: Receiver,
-    keepalive: Keepalive,
+    core: wire::Session,
+    /// The core's counters already added to the node's stats.
+    reported: SessionStats,
     handled_tx: mpsc::UnboundedSender<Handled>,
-    collector: Option<InventoryCollector>,
-    progress: Option<ResyncProgress>,
     /// Ids queued before the digest was asked; dropped when the digests match.
     before_digest: Option<HashSet<MsgId>>,
     /// The controller was asked for the node's digest: it counts the node as connected from
     /// then on, so the end of the session is reported even if it never got to `connected`.
     asked_digest: bool,
     batch: Vec<Frame>,
+}
+
+/// The clock: tokio's, so a paused runtime drives sessions in virtual time.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 /// Serves one incoming connection to its end, logging how it ended.
@@ -188,20 +190,22 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
     let _live = slot.live.lock().await;
     *slot.live_bytes.lock().expect("bytes lock poisoned") = Some(bytes);
     let (handled_tx, handled_rx) = mpsc::unbounded_channel();
-    let now = Instant::now();
+    let config = wire::SessionConfig {
+        recv: wire::RecvConfig {
+            window: shared.config.window,
+            ..Default::default()
+        },
+        keepalive: shared.keepalive_config(),
+        max_inventory: wire::DEFAULT_MAX_INVENTORY,
+    };
     let mut session = Session {
         shared,
         ctx,
         slot: slot.clone(),
         sink,
-        receiver: Receiver::new(wire::RecvConfig {
-            window: shared.config.window,
-            ..Default::default()
-        }),
-        keepalive: Keepalive::new(shared.keepalive_config(), now),
+        core: wire::Session::new(Role::Cloud, config, now()),
+        reported: SessionStats::default(),
         handled_tx,
-        collector: None,
-        progress: None,
         before_digest: None,
         asked_digest: false,
         batch: Vec::new(),
@@ -246,10 +250,8 @@ impl Session<'_> {
                 return Err(e.into());
             }
         };
-        self.sink.feed(&Frame::Welcome(accepted.welcome)).await?;
-        self.start_resync(accepted.resync, desired.is_some())
-            .await?;
-        self.sink.flush().await?;
+        self.sink.send(&Frame::Welcome(accepted.welcome)).await?;
+        self.start_resync(accepted.resync, desired.is_some());
         self.slot.connected.store(true, Ordering::Release);
         self.shared.sessions.fetch_add(1, Ordering::Relaxed);
         self.shared
@@ -258,26 +260,17 @@ impl Session<'_> {
         Ok(())
     }
 
-    async fn start_resync(
-        &mut self,
-        start: ResyncStart,
-        have_controller: bool,
-    ) -> Result<(), HubError> {
+    fn start_resync(&mut self, start: ResyncStart, have_controller: bool) {
         let before = self.before_digest.take().unwrap_or_default();
-        match start {
-            ResyncStart::UpToDate if have_controller => {
-                // The edge holds what it should: whatever was queued before is already there.
-                let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
-                ob.retain(|_, msg| !before.contains(&msg.id()));
-            }
-            ResyncStart::UpToDate => {}
-            ResyncStart::NeedInventory => {
-                self.slot.stats.resyncs.fetch_add(1, Ordering::Relaxed);
-                self.collector = Some(InventoryCollector::new(wire::DEFAULT_MAX_INVENTORY));
-            }
+        if start == ResyncStart::UpToDate && have_controller {
+            // The edge holds what it should: whatever was queued before is already there.
+            let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
+            ob.retain(|_, msg| !before.contains(&msg.id()));
         }
-        self.sink.feed(&start.frame()).await?;
-        Ok(())
+        if start == ResyncStart::NeedInventory {
+            self.slot.stats.resyncs.fetch_add(1, Ordering::Relaxed);
+        }
+        self.core.start_resync(start);
     }
 
     async fn run_loop(
@@ -287,14 +280,15 @@ impl Session<'_> {
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<(), HubError> {
         loop {
-            self.flush_due(Instant::now()).await?;
+            self.flush_due(now()).await?;
             let deadline = self.next_deadline();
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
                     let replaced = !self.shared.shutdown.is_cancelled();
                     let reason = if replaced { "replaced by a newer session" } else { "cloudhub shutting down" };
-                    let _ = Box::pin(self.sink.send(&Frame::Close { reason: reason.into() })).await;
+                    self.core.close(reason);
+                    let _ = Box::pin(self.flush_due(now())).await;
                     return Err(if replaced { HubError::Replaced } else { HubError::Shutdown });
                 }
                 frame = frames.recv() => match frame {
@@ -304,130 +298,91 @@ impl Session<'_> {
                 },
                 Some(done) = handled.recv() => self.on_handled(done)?,
                 _ = self.slot.wake.notified() => {}
-                _ = tokio::time::sleep_until(deadline.into()) => {}
+                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {}
             }
         }
     }
 
-    /// Sends everything that is due now: data under the window, acks, pings, resync done.
+    /// Sends everything that is due now: data under the window, acks, pings, resync frames.
     async fn flush_due(&mut self, now: Instant) -> Result<(), HubError> {
-        if self.slot.overflowed.swap(false, Ordering::AcqRel) && self.collector.is_none() {
+        if self.slot.overflowed.swap(false, Ordering::AcqRel) && !self.core.inventory_pending() {
             tracing::warn!("downstream queue overflowed; resyncing the node by inventory");
-            self.start_resync(ResyncStart::NeedInventory, true).await?;
+            self.slot.stats.resyncs.fetch_add(1, Ordering::Relaxed);
+            self.core.request_inventory();
         }
-        // While the edge's inventory is on its way, hold data back: part of what is queued may
-        // already be at the edge (committed but not acked before a drop), and the inventory
-        // says which.
         self.slot.admit_held_replies();
-        if self.collector.is_none() {
-            self.take_transmits(now);
-            // Room the transmits made goes to held replies first.
-            if self.slot.admit_held_replies() {
-                self.take_transmits(now);
-            }
+        self.take_transmits(now)?;
+        // Room the transmits made goes to held replies first.
+        if self.slot.admit_held_replies() {
+            self.take_transmits(now)?;
         }
-        if let Some(ack) = self.receiver.poll_ack(now) {
-            self.batch.push(Frame::Ack(ack));
-        }
-        match self.keepalive.poll(now) {
-            KeepaliveAction::Ping(nonce) => self.batch.push(Frame::Ping { nonce }),
-            KeepaliveAction::PeerDead => return Err(HubError::PeerDead),
-            KeepaliveAction::Wait => {}
-        }
-        if let Some(done) = self.progress.as_mut().and_then(|p| p.poll_done()) {
-            tracing::info!("resync complete");
-            self.progress = None;
-            self.batch.push(done);
-        }
+        self.report_stats();
         if self.batch.is_empty() {
             return Ok(());
         }
         for frame in self.batch.drain(..) {
+            if let Frame::ResyncDone { upserts, deletes } = &frame
+                && upserts + deletes > 0
+            {
+                tracing::info!(upserts, deletes, "resync complete");
+            }
             self.sink.feed(&frame).await?;
         }
         self.sink.flush().await?;
         Ok(())
     }
 
-    fn take_transmits(&mut self, now: Instant) {
+    fn take_transmits(&mut self, now: Instant) -> Result<(), HubError> {
         let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
-        while let Some(t) = ob.poll_transmit(now) {
-            let stat = if t.attempt > 1 {
-                &self.slot.stats.retransmits
-            } else {
-                &self.slot.stats.sent
-            };
-            stat.fetch_add(1, Ordering::Relaxed);
-            self.batch.push(t.into_frame());
+        while let Some(frame) = self.core.poll_transmit(&mut ob, now)? {
+            self.batch.push(frame);
         }
+        Ok(())
+    }
+
+    /// Adds what the core counted since the last report to the node's stats.
+    fn report_stats(&mut self) {
+        let now = self.core.stats();
+        let was = std::mem::replace(&mut self.reported, now);
+        let stats = &self.slot.stats;
+        stats.sent.fetch_add(now.sent - was.sent, Ordering::Relaxed);
+        stats
+            .retransmits
+            .fetch_add(now.retransmits - was.retransmits, Ordering::Relaxed);
+        stats
+            .acked
+            .fetch_add(now.acked - was.acked, Ordering::Relaxed);
+        stats
+            .upstream
+            .fetch_add(now.received - was.received, Ordering::Relaxed);
     }
 
     fn next_deadline(&self) -> Instant {
-        let ob = self
-            .slot
-            .outbound
-            .lock()
-            .expect("outbound lock poisoned")
-            .poll_timeout();
-        [
-            ob,
-            self.receiver.poll_timeout(),
-            Some(self.keepalive.poll_timeout()),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or_else(|| Instant::now() + self.shared.config.keepalive_interval)
+        let ob = self.slot.outbound.lock().expect("outbound lock poisoned");
+        self.core.poll_timeout(&ob)
     }
 
     async fn on_frame(&mut self, frame: Frame) -> Result<(), HubError> {
-        let now = Instant::now();
-        self.keepalive.on_frame(now);
-        match frame {
-            Frame::Ack(ack) => self.on_ack(&ack, now),
-            Frame::Data { seq, msg } => self.on_data(seq, *msg, now),
-            Frame::Ping { nonce } => Ok(self.sink.send(&Frame::Pong { nonce }).await?),
-            Frame::Pong { nonce } => {
-                self.keepalive.on_pong(nonce, now);
-                Ok(())
-            }
-            // Boxed, as it is rare and its future is large (see `run`).
-            Frame::Inventory { entries, last } => Box::pin(self.on_inventory(entries, last)).await,
-            Frame::Close { reason } => Err(HubError::PeerClosed(reason)),
-            other => Err(HubError::Protocol(format!(
-                "unexpected {} frame in a session",
-                other.kind()
-            ))),
-        }
-    }
-
-    fn on_ack(&mut self, ack: &Ack, now: Instant) -> Result<(), HubError> {
-        let acked = {
+        {
             let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
-            ob.on_ack(ack, now)
-                .map_err(|e| HubError::Protocol(e.to_string()))?
-        };
-        self.slot
-            .stats
-            .acked
-            .fetch_add(acked.len() as u64, Ordering::Relaxed);
-        if let Some(progress) = &mut self.progress {
-            for a in &acked {
-                progress.on_acked(&a.key);
+            self.core.handle_frame(frame, &mut ob, now())?;
+        }
+        while let Some(event) = self.core.poll_event() {
+            match event {
+                Event::Data { seq, msg } => self.on_data(seq, *msg),
+                // Boxed, as it is rare and its future is large (see `run`).
+                Event::Inventory(inventory) => Box::pin(self.on_inventory(inventory)).await?,
+                // Counted by the core; the controller's resync needs no per-ack news.
+                Event::Acked(_) => {}
+                Event::InventoryRequested | Event::ResyncDone { .. } => {
+                    unreachable!("the cloud role never reports edge events")
+                }
             }
         }
         Ok(())
     }
 
-    fn on_data(&mut self, seq: u64, msg: Message, now: Instant) -> Result<(), HubError> {
-        let arrival = self
-            .receiver
-            .on_data(seq, now)
-            .map_err(|e| HubError::Protocol(e.to_string()))?;
-        if arrival == wire::Arrival::Duplicate {
-            return Ok(());
-        }
-        self.slot.stats.upstream.fetch_add(1, Ordering::Relaxed);
+    fn on_data(&mut self, seq: u64, msg: Message) {
         let handler = self.shared.upstream_handler(self.ctx, &msg);
         let ctx = self.ctx.clone();
         let node = self.slot.name.clone();
@@ -438,16 +393,12 @@ impl Session<'_> {
             let outcome = handle_upstream(&ctx, &handler, &node, seq, msg, timeout).await;
             let _ = done.send(outcome);
         });
-        Ok(())
     }
 
     fn on_handled(&mut self, done: Handled) -> Result<(), HubError> {
-        let now = Instant::now();
         match done {
             Handled::Done { seq, reply } => {
-                self.receiver
-                    .processed(seq, now)
-                    .map_err(|e| HubError::Protocol(e.to_string()))?;
+                self.core.processed(seq, now())?;
                 if let Some(reply) = reply {
                     let key = format!("reply/{}", reply.id());
                     let held = self.shared.nodes.push_reply(&self.slot.name, key, *reply);
@@ -459,29 +410,12 @@ impl Session<'_> {
                     }
                 }
             }
-            Handled::Retry { seq } => {
-                let _ = self.receiver.forget(seq);
-            }
+            Handled::Retry { seq } => self.core.forget(seq),
         }
         Ok(())
     }
 
-    async fn on_inventory(
-        &mut self,
-        entries: Vec<wire::InventoryEntry>,
-        last: bool,
-    ) -> Result<(), HubError> {
-        let collector = self
-            .collector
-            .as_mut()
-            .ok_or_else(|| HubError::Protocol("inventory sent without a request".into()))?;
-        let Some(inventory) = collector
-            .on_chunk(entries, last)
-            .map_err(|e| HubError::Protocol(e.to_string()))?
-        else {
-            return Ok(());
-        };
-        self.collector = None;
+    async fn on_inventory(&mut self, inventory: wire::Inventory) -> Result<(), HubError> {
         {
             // Drop queued versions the edge already holds, and deletes of what it does not hold.
             let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
@@ -524,7 +458,7 @@ impl Session<'_> {
                 tracing::warn!(key = %full.key, "downstream queue full during a resync");
             }
         }
-        self.progress = Some(ResyncProgress::new(&plan));
+        self.core.resync_planned(&plan);
         Ok(())
     }
 
@@ -535,11 +469,8 @@ impl Session<'_> {
                 *current = None;
             }
         }
-        self.slot
-            .outbound
-            .lock()
-            .expect("outbound lock poisoned")
-            .reset_for_new_session();
+        self.core
+            .finish(&mut self.slot.outbound.lock().expect("outbound lock poisoned"));
         self.slot.retire_bytes();
         let was_connected = self.slot.connected.swap(false, Ordering::AcqRel);
         if was_connected {
