@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use beehive::{CancellationToken, Operation};
 use link::{ClientTls, LinkError, Transport};
 use wire::{
-    Frame, Hello, InventoryEntry, Keepalive, KeepaliveAction, KeepaliveConfig, Limits, Receiver,
-    RecvConfig,
+    Event, Frame, Hello, InventoryEntry, Limits, Outbound, Role, Session, SessionConfig,
+    WindowConfig,
 };
 
 /// How a simulated node dials: its own socket per connection, or a shared QUIC socket.
@@ -152,26 +152,26 @@ impl SimEdge {
             resume: None,
         };
         sink.send(&Frame::Hello(hello)).await?;
+        let welcome = match frames.recv().await {
+            Some(Ok(frame)) => wire::read_welcome(frame, wire::SUPPORTED_PROTOCOL_VERSIONS)
+                .map_err(|_| LinkError::Closed)?,
+            Some(Err(e)) => return Err(e),
+            None => return Err(LinkError::Closed),
+        };
         self.stats.note("connected");
         self.stats.connects.fetch_add(1, Ordering::Relaxed);
-        let mut receiver = Receiver::new(RecvConfig::default());
-        let mut keepalive = Keepalive::new(KeepaliveConfig::default(), Instant::now());
+        // Nothing goes up: the queue only serves the session's send side.
+        let mut outbound = Outbound::new(1, WindowConfig::default());
+        let mut session = Session::new(Role::Edge, SessionConfig::default(), Instant::now());
         loop {
-            let now = Instant::now();
-            if let Some(ack) = receiver.poll_ack(now) {
-                sink.send(&Frame::Ack(ack)).await?;
+            while let Some(frame) = session
+                .poll_transmit(&mut outbound, Instant::now())
+                .map_err(|_| LinkError::Closed)?
+            {
+                sink.feed(&frame).await?;
             }
-            match keepalive.poll(now) {
-                KeepaliveAction::Ping(nonce) => sink.send(&Frame::Ping { nonce }).await?,
-                KeepaliveAction::PeerDead => return Err(LinkError::Closed),
-                KeepaliveAction::Wait => {}
-            }
-            let deadline = receiver
-                .poll_timeout()
-                .into_iter()
-                .chain([keepalive.poll_timeout()])
-                .min()
-                .unwrap();
+            sink.flush().await?;
+            let deadline = session.poll_timeout(&outbound);
             let frame = tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 f = frames.recv() => f,
@@ -182,24 +182,25 @@ impl SimEdge {
                 Some(Err(e)) => return Err(e),
                 None => return Err(LinkError::Closed),
             };
-            keepalive.on_frame(Instant::now());
-            match frame {
-                Frame::Data { seq, msg }
-                    if receiver.on_data(seq, now).ok() == Some(wire::Arrival::Accept) =>
-                {
-                    self.apply(&msg);
-                    let _ = receiver.processed(seq, Instant::now());
+            session
+                .handle_frame(frame, &mut outbound, Instant::now())
+                .map_err(|_| LinkError::Closed)?;
+            while let Some(event) = session.poll_event() {
+                match event {
+                    Event::Data { seq, msg } => {
+                        self.apply(&msg);
+                        let _ = session.processed(seq, Instant::now());
+                    }
+                    Event::InventoryRequested => {
+                        session.send_inventory(self.inventory(), welcome.limits.max_frame as usize);
+                    }
+                    Event::ResyncDone { .. } => {
+                        self.stats.note("resynced");
+                        *self.stats.synced_at.lock().unwrap() = Some(Instant::now());
+                        self.stats.in_sync.store(true, Ordering::Release);
+                    }
+                    Event::Acked(_) | Event::Inventory(_) => {}
                 }
-                Frame::Ping { nonce } => sink.send(&Frame::Pong { nonce }).await?,
-                Frame::Pong { nonce } => keepalive.on_pong(nonce, Instant::now()),
-                Frame::InventoryRequest => self.send_inventory(&mut sink).await?,
-                Frame::ResyncDone { .. } => {
-                    self.stats.note("resynced");
-                    *self.stats.synced_at.lock().unwrap() = Some(Instant::now());
-                    self.stats.in_sync.store(true, Ordering::Release);
-                }
-                Frame::Close { .. } | Frame::Refuse { .. } => return Err(LinkError::Closed),
-                _ => {}
             }
         }
     }
@@ -223,10 +224,9 @@ impl SimEdge {
         self.stats.applied.fetch_add(1, Ordering::Relaxed);
     }
 
-    async fn send_inventory(&self, sink: &mut link::FrameSink) -> Result<(), LinkError> {
+    fn inventory(&self) -> Vec<InventoryEntry> {
         self.stats.inventories.fetch_add(1, Ordering::Relaxed);
-        let entries: Vec<InventoryEntry> = self
-            .store
+        self.store
             .lock()
             .unwrap()
             .iter()
@@ -234,11 +234,7 @@ impl SimEdge {
                 key: k.clone(),
                 resource_version: v.clone(),
             })
-            .collect();
-        for frame in wire::inventory_frames(entries, 1 << 20) {
-            sink.feed(&frame).await?;
-        }
-        sink.flush().await
+            .collect()
     }
 }
 

@@ -47,3 +47,13 @@ pub enum HubError {
     #[error("shutting down")]
     Shutdown,
 }
+
+impl From<wire::SessionError> for HubError {
+    fn from(e: wire::SessionError) -> Self {
+        match e {
+            wire::SessionError::PeerDead => HubError::PeerDead,
+            wire::SessionError::PeerClosed(reason) => HubError::PeerClosed(reason),
+            other => HubError::Protocol(other.to_string()),
+        }
+    }
+}

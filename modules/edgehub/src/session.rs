@@ -12,11 +12,16 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use wire::{
-    Frame, Hello, InventoryEntry, Keepalive, KeepaliveAction, KeepaliveConfig, Limits, Outbound,
-    Pushed, Receiver, RecvConfig, WindowConfig,
+    Event, Frame, Hello, InventoryEntry, KeepaliveConfig, Limits, Outbound, Pushed, RecvConfig,
+    Role, SessionConfig, SessionStats, WindowConfig,
 };
 
 use crate::{EdgeHub, HubError, LinkState, NAME};
+
+/// The clock: tokio's, so a paused runtime drives sessions in virtual time.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 /// A connection that got its welcome.
 pub(crate) struct Established {
@@ -93,34 +98,35 @@ pub(crate) async fn run(
         mut frames,
         welcome,
     } = established;
-    let now = Instant::now();
     let window = WindowConfig {
         window: hub.config.window,
         ..WindowConfig::default()
     };
     let mut outbound = Outbound::new(hub.config.window as usize * 4, window);
     outbound.set_peer_window(welcome.limits.recv_window);
+    let config = SessionConfig {
+        recv: RecvConfig {
+            window: hub.config.window,
+            ..RecvConfig::default()
+        },
+        keepalive: KeepaliveConfig {
+            interval: hub.config.heartbeat,
+            timeout: hub.config.keepalive_timeout,
+        },
+        ..SessionConfig::default()
+    };
     let mut session = Session {
         hub,
         ctx,
         sink,
         outbound,
-        receiver: Receiver::new(RecvConfig {
-            window: hub.config.window,
-            ..RecvConfig::default()
-        }),
-        keepalive: Keepalive::new(
-            KeepaliveConfig {
-                interval: hub.config.heartbeat,
-                timeout: hub.config.keepalive_timeout,
-            },
-            now,
-        ),
+        core: wire::Session::new(Role::Edge, config, now()),
+        reported: SessionStats::default(),
         to_meta: spawn_forwarder(hub.downstream.clone(), &hub.tasks, shutdown.clone()),
         at_meta: HashMap::new(),
         taken: Taken::default(),
         requests: HashSet::new(),
-        bucket: TokenBucket::new(hub.config.message_qps, hub.config.message_burst, now),
+        bucket: TokenBucket::new(hub.config.message_qps, hub.config.message_burst, now()),
         outbox_dirty: true,
         peer_max_frame: welcome.limits.max_frame as usize,
         batch: Vec::new(),
@@ -144,8 +150,9 @@ struct Session<'a> {
     sink: FrameSink,
     /// Upstream queue and window; per session (the durable queue is the outbox).
     outbound: Outbound,
-    receiver: Receiver,
-    keepalive: Keepalive,
+    core: wire::Session,
+    /// The core's counters already added to the hub's stats.
+    reported: SessionStats,
     to_meta: mpsc::UnboundedSender<Message>,
     /// Downstream messages handed to metamanager, by id, with their seq.
     at_meta: HashMap<MsgId, u64>,
@@ -180,7 +187,7 @@ impl Session<'_> {
         let mut local = Vec::with_capacity(256);
         loop {
             self.refill_from_outbox().await?;
-            self.flush_due(Instant::now()).await?;
+            self.flush_due(now()).await?;
             let deadline = self.next_deadline();
             tokio::select! {
                 biased;
@@ -199,24 +206,16 @@ impl Session<'_> {
                     }
                 }
                 _ = self.hub.meta.outbox_changed() => self.outbox_dirty = true,
-                _ = tokio::time::sleep_until(deadline.into()) => {}
+                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {}
             }
         }
     }
 
     async fn flush_due(&mut self, now: Instant) -> Result<(), HubError> {
-        while let Some(t) = self.outbound.poll_transmit(now) {
-            self.hub.stats.upstream_sent.fetch_add(1, Ordering::Relaxed);
-            self.batch.push(t.into_frame());
+        while let Some(frame) = self.core.poll_transmit(&mut self.outbound, now)? {
+            self.batch.push(frame);
         }
-        if let Some(ack) = self.receiver.poll_ack(now) {
-            self.batch.push(Frame::Ack(ack));
-        }
-        match self.keepalive.poll(now) {
-            KeepaliveAction::Ping(nonce) => self.batch.push(Frame::Ping { nonce }),
-            KeepaliveAction::PeerDead => return Err(HubError::PeerDead),
-            KeepaliveAction::Wait => {}
-        }
+        self.report_stats();
         if self.batch.is_empty() {
             return Ok(());
         }
@@ -227,18 +226,28 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// Adds what the core counted since the last report to the hub's stats.
+    fn report_stats(&mut self) {
+        let now = self.core.stats();
+        let was = std::mem::replace(&mut self.reported, now);
+        let stats = &self.hub.stats;
+        let sent = (now.sent + now.retransmits) - (was.sent + was.retransmits);
+        stats.upstream_sent.fetch_add(sent, Ordering::Relaxed);
+        stats
+            .upstream_acked
+            .fetch_add(now.acked - was.acked, Ordering::Relaxed);
+        stats
+            .downstream
+            .fetch_add(now.received - was.received, Ordering::Relaxed);
+        stats
+            .duplicates
+            .fetch_add(now.duplicates - was.duplicates, Ordering::Relaxed);
+    }
+
     fn next_deadline(&self) -> Instant {
         let outbox = (self.outbox_dirty && self.has_room()).then(|| self.bucket.next_token());
-        [
-            self.outbound.poll_timeout(),
-            self.receiver.poll_timeout(),
-            Some(self.keepalive.poll_timeout()),
-            outbox,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-        .expect("the keepalive always has a deadline")
+        let core = self.core.poll_timeout(&self.outbound);
+        outbox.map_or(core, |o| o.min(core))
     }
 
     fn has_room(&self) -> bool {
@@ -252,7 +261,7 @@ impl Session<'_> {
         }
         let tokens = self
             .bucket
-            .take_up_to(self.hub.config.window as usize, Instant::now());
+            .take_up_to(self.hub.config.window as usize, now());
         if tokens == 0 {
             return Ok(());
         }
@@ -293,46 +302,30 @@ impl Session<'_> {
     }
 
     async fn on_frame(&mut self, frame: Frame) -> Result<(), HubError> {
-        let now = Instant::now();
-        self.keepalive.on_frame(now);
-        match frame {
-            Frame::Data { seq, msg } => self.on_data(seq, *msg, now),
-            Frame::Ack(ack) => self.on_ack(&ack, now).await,
-            Frame::Ping { nonce } => Ok(self.sink.send(&Frame::Pong { nonce }).await?),
-            Frame::Pong { nonce } => {
-                self.keepalive.on_pong(nonce, now);
-                Ok(())
+        let now = now();
+        self.core.handle_frame(frame, &mut self.outbound, now)?;
+        while let Some(event) = self.core.poll_event() {
+            match event {
+                Event::Data { seq, msg } => self.on_data(seq, *msg, now)?,
+                Event::Acked(acked) => self.on_acked(&acked).await?,
+                Event::InventoryRequested => self.send_inventory().await?,
+                Event::ResyncDone { upserts, deletes } => {
+                    tracing::info!(upserts, deletes, "in sync with the cloud");
+                }
+                Event::Inventory(_) => unreachable!("the edge role never receives an inventory"),
             }
-            Frame::InventoryRequest => self.send_inventory().await,
-            Frame::ResyncDone { upserts, deletes } => {
-                tracing::info!(upserts, deletes, "in sync with the cloud");
-                Ok(())
-            }
-            Frame::Close { reason } => Err(HubError::PeerClosed(reason)),
-            other => Err(HubError::Protocol(format!(
-                "unexpected {} frame in a session",
-                other.kind()
-            ))),
         }
+        Ok(())
     }
 
     fn on_data(&mut self, seq: u64, msg: Message, now: Instant) -> Result<(), HubError> {
-        let arrival = self
-            .receiver
-            .on_data(seq, now)
-            .map_err(|e| HubError::Protocol(e.to_string()))?;
-        if arrival == wire::Arrival::Duplicate {
-            self.hub.stats.duplicates.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        self.hub.stats.downstream.fetch_add(1, Ordering::Relaxed);
         if let Some(parent) = msg.parent_id() {
             // The cloud's answer to a request from a local module.
             self.requests.remove(&parent);
             if self.ctx.respond(msg).is_err() {
                 tracing::debug!(%parent, "reply from the cloud came after its waiter gave up");
             }
-            return self.processed(seq, now);
+            return Ok(self.core.processed(seq, now)?);
         }
         match msg.router.operation {
             Operation::Insert | Operation::Update | Operation::Delete => {
@@ -348,26 +341,13 @@ impl Session<'_> {
                 if let Err(e) = self.ctx.try_send_to_group(&group, msg) {
                     tracing::warn!(%group, error = %e, "downstream message for no local module dropped");
                 }
-                self.processed(seq, now)
+                Ok(self.core.processed(seq, now)?)
             }
         }
     }
 
-    fn processed(&mut self, seq: u64, now: Instant) -> Result<(), HubError> {
-        self.receiver
-            .processed(seq, now)
-            .map_err(|e| HubError::Protocol(e.to_string()))
-    }
-
-    async fn on_ack(&mut self, ack: &wire::Ack, now: Instant) -> Result<(), HubError> {
-        let acked = self
-            .outbound
-            .on_ack(ack, now)
-            .map_err(|e| HubError::Protocol(e.to_string()))?;
-        self.hub
-            .stats
-            .upstream_acked
-            .fetch_add(acked.len() as u64, Ordering::Relaxed);
+    /// The cloud acked upstream messages: the outbox entries they came from are done.
+    async fn on_acked(&mut self, acked: &[wire::Acked]) -> Result<(), HubError> {
         let done: Vec<u64> = acked
             .iter()
             .filter_map(|a| self.taken.acked(a.msg_id))
@@ -387,7 +367,7 @@ impl Session<'_> {
             if msg.router.operation == Operation::Error {
                 tracing::warn!(%parent, error = %String::from_utf8_lossy(&msg.content), "downstream message refused by metamanager");
             }
-            return self.processed(seq, Instant::now());
+            return Ok(self.core.processed(seq, now())?);
         }
         if msg.parent_id().is_some() {
             return Ok(()); // a commit report from an earlier session: the cloud resends that message
@@ -412,10 +392,7 @@ impl Session<'_> {
             key: wire::object_key(&k.resource, Some(&k.namespace), &k.name),
             resource_version: rv,
         });
-        for frame in wire::inventory_frames(entries, self.peer_max_frame) {
-            self.sink.feed(&frame).await?;
-        }
-        self.sink.flush().await?;
+        self.core.send_inventory(entries, self.peer_max_frame);
         Ok(())
     }
 
