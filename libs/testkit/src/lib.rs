@@ -1,8 +1,14 @@
 //! testkit: helpers shared by the tests of every crate: one bounded `eventually`, a child process
 //! that is killed when dropped, a tiny HTTP GET, and the checks every daemon's CLI must pass.
+//! With the `containerd` feature: a private containerd with busybox images, for tests that run
+//! real containers over CRI.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "containerd")]
+pub mod containerd;
 pub mod daemon_cli;
+#[cfg(feature = "containerd")]
+pub mod image;
 
 use std::future::Future;
 use std::net::SocketAddr;
