@@ -8,7 +8,7 @@
 //! ```text
 //! entry(key, rv) = xxh3_128(key_bytes ++ [0x00] ++ rv_bytes)      (XXH3 128-bit, seed 0)
 //! digest(set)    = sum of entry(key, rv) over the set, wrapping u128 addition
-//! key            = "<resource>/<namespace>/<name>"                 (see [`object_key`])
+//! key            = "<resource>/<namespace>/<name>"                 (see [`ObjectRef::key`](crate::ObjectRef::key))
 //! ```
 //!
 //! `key` uses the plural resource as the store keeps it (`pods`, `configmaps`, `nodes`, and
@@ -48,12 +48,6 @@ pub fn entry_hash(key: &str, resource_version: &str) -> u128 {
     buf.push(0);
     buf.extend_from_slice(resource_version.as_bytes());
     xxh3_128(&buf)
-}
-
-/// The canonical object key used by digests and inventories: `resource/namespace/name`, with an
-/// empty namespace for cluster-scoped objects.
-pub fn object_key(resource: &str, namespace: Option<&str>, name: &str) -> String {
-    format!("{resource}/{}/{name}", namespace.unwrap_or(""))
 }
 
 // === impl Digest ===
@@ -156,15 +150,6 @@ mod tests {
     #[test]
     fn separator_keeps_key_and_rv_apart() {
         assert_ne!(entry_hash("ab", "c"), entry_hash("a", "bc"));
-    }
-
-    #[test]
-    fn cluster_scoped_keys_have_an_empty_namespace() {
-        assert_eq!(object_key("nodes", None, "edge-1"), "nodes//edge-1");
-        assert_eq!(
-            object_key("pods", Some("default"), "nginx"),
-            "pods/default/nginx"
-        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Errors of the link protocol. Every error caused by a peer's bytes or frames ends that one
 //! session; none of them panics.
 
-use beehive::Message;
+use beehive::{Message, Operation};
 
 /// Bytes could not be decoded into a [`Frame`](crate::Frame).
 #[derive(Debug, thiserror::Error)]
@@ -132,4 +132,43 @@ pub enum SessionError {
     /// The peer sent `Close`.
     #[error("peer closed the session: {0}")]
     PeerClosed(String),
+}
+
+/// A resource string is not in the form it should be; the string is named.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum ResourceError {
+    /// Not an object key `resource/namespace/name` with a resource and a name.
+    #[error("{0:?} is not an object key (resource/namespace/name)")]
+    BadKey(String),
+    /// Not an object's message resource `namespace/resource/name` with a resource and a name.
+    #[error("{0:?} is not an object resource (namespace/resource/name)")]
+    BadMessageResource(String),
+    /// Not `node/<node>` or `node/<node>/...` with a node name.
+    #[error("{0:?} does not name a node (node/<node>/...)")]
+    NotNodeScoped(String),
+}
+
+/// A message between cloudhub and the controller does not fit the controller protocol
+/// ([`crate::ToController`]); the message's resource and operation are named.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum ControlError {
+    /// The resource does not name a node.
+    #[error("{operation} {resource:?} does not name a node (node/<node>/...)")]
+    NotNodeScoped {
+        resource: String,
+        operation: Operation,
+    },
+    /// The operation and resource are no question or event of the controller protocol.
+    #[error("{operation} {resource:?} is not a controller question or event")]
+    Unknown {
+        resource: String,
+        operation: Operation,
+    },
+    /// The content does not decode as the protocol says.
+    #[error("{operation} {resource:?} carries content that does not decode: {reason}")]
+    BadContent {
+        resource: String,
+        operation: Operation,
+        reason: String,
+    },
 }

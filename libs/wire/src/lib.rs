@@ -73,6 +73,14 @@
 //! they are all acked ([`ResyncProgress`]). See [`resync`] and [`mod@digest`] for the details and the
 //! canonical digest definition.
 //!
+//! # Object references and the controller protocol
+//!
+//! An object is named by an [`ObjectRef`] (resource, namespace, name), written as a key
+//! (`resource/namespace/name`, for digests, inventories and queues) or as a message resource
+//! (`namespace/resource/name`). Inside the cloud, cloudhub and the controller module exchange
+//! [`ToController`] questions and events and their answers over node-scoped resources
+//! ([`NodeResource`], `node/<node>/...`); the table is in the `control` module.
+//!
 //! # Limits
 //!
 //! Largest frame ([`DEFAULT_MAX_FRAME`], 32 MiB, both ends advertise theirs in [`Limits`]);
@@ -81,11 +89,13 @@
 //! panic and never an unbounded buffer.
 #![forbid(unsafe_code)]
 
+mod control;
 pub mod digest;
 mod error;
 pub mod frame;
 mod handshake;
 mod keepalive;
+mod objref;
 mod outbound;
 mod queue;
 mod recv;
@@ -96,10 +106,14 @@ mod window;
 #[cfg(test)]
 mod testing;
 
-pub use digest::{Digest, digest, entry_hash, object_key};
+pub use control::{
+    NodeResource, ToController, digest_answer, read_digest_answer, read_resync_answer,
+    resync_answer,
+};
+pub use digest::{Digest, digest, entry_hash};
 pub use error::{
-    AckError, FrameError, HandshakeError, InventoryError, QueueFull, RecvError, SessionError,
-    WindowFull,
+    AckError, ControlError, FrameError, HandshakeError, InventoryError, QueueFull, RecvError,
+    ResourceError, SessionError, WindowFull,
 };
 pub use frame::{
     Ack, DEFAULT_MAX_FRAME, FRAME_FORMAT, Frame, FrameReader, Hello, InventoryEntry,
@@ -109,6 +123,7 @@ pub use frame::{
 };
 pub use handshake::{Accepted, HelloCheck, ResyncStart, answer_hello, read_welcome};
 pub use keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
+pub use objref::{ObjectRef, object_key};
 pub use outbound::{Acked, Outbound};
 pub use queue::{KeyedQueue, Pushed};
 pub use recv::{Arrival, Receiver, RecvConfig, RecvStats};

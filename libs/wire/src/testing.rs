@@ -5,6 +5,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use crate::digest::Digest;
+use crate::error::ResourceError;
 use crate::frame::{Ack, Frame, Hello, InventoryEntry, Limits, Resume, Welcome};
 
 /// A message for `resource` with a fixed content, as a test would build it.
@@ -13,6 +14,19 @@ pub fn msg(resource: &str, rv: &str) -> Message {
         .route("edgecontroller", "resource", resource, Operation::Update)
         .with_resource_version(rv)
         .with_content(format!("{resource}@{rv}"))
+}
+
+/// Checks that `parse` refuses every string in `bad` with `refusal(bad)`, whose text names it.
+pub fn assert_refused_by_name<T: std::fmt::Debug>(
+    bad: &[&str],
+    parse: impl Fn(&str) -> Result<T, ResourceError>,
+    refusal: fn(String) -> ResourceError,
+) {
+    for bad in bad {
+        let err = parse(bad).unwrap_err();
+        assert_eq!(err, refusal(bad.to_string()));
+        assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
+    }
 }
 
 pub fn arb_operation() -> impl Strategy<Value = Operation> {

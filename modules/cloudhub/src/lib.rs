@@ -2,7 +2,8 @@
 //! (:10001) with mutual TLS; a node's identity is the `system:node:<name>` certificate it
 //! presents, and a hello claiming another name is refused. Each node gets one live session and
 //! a keyed downstream queue that outlives sessions. Cloud modules put downstream messages in
-//! cloudhub's mailbox with resource `node/<node>/<namespace>/<resource>/<name>`; cloudhub sends
+//! cloudhub's mailbox with resource `node/<node>/<namespace>/<resource>/<name>` (a
+//! [`wire::NodeResource`] around an [`wire::ObjectRef::message_resource`]); cloudhub sends
 //! them under a window of many messages in flight and retransmits until the edge acks them (an
 //! ack means the edge committed them). Upstream messages from an edge go to the module named in
 //! their destination, else to the controller module, with resource `node/<node>/...`; cloudhub
@@ -11,17 +12,20 @@
 //! # The controller protocol
 //!
 //! The controller module (default `edgecontroller`) knows what each node should hold. cloudhub
-//! asks it, with `send_sync`:
-//! - `query node/<node>/digest` → content: the 16-byte big-endian [`wire::Digest`] of the
-//!   `(resource/namespace/name, resourceVersion)` pairs the node should hold;
-//! - `query node/<node>/resync`, content: msgpack `Vec<(key, resourceVersion)>` of what the edge
-//!   holds → content: msgpack `Vec<Message>`, the upserts and deletes (resource
-//!   `<namespace>/<resource>/<name>`) that bring the edge to the desired state.
+//! talks to it in [`wire::ToController`] messages (resources, operations and encodings are
+//! tabled in `wire`'s `control` module; every resource is a [`wire::NodeResource`]). It asks,
+//! with `send_sync`:
+//! - [`wire::ToController::Digest`] → the [`wire::Digest`] of the `(key, resourceVersion)` pairs
+//!   the node should hold ([`wire::read_digest_answer`]);
+//! - [`wire::ToController::Resync`] with what the edge holds → the upserts and deletes (resources
+//!   in the [`wire::ObjectRef::message_resource`] form) that bring the edge to the desired state
+//!   ([`wire::read_resync_answer`]).
 //!
 //! Equal digests at connect mean nothing is sent at all; otherwise only the differences are. It
-//! also receives `connected` / `disconnected` events (resource `node/<node>`); a session that
-//! asked for the digest reports `disconnected` when it ends, even if it never got to `connected`. Without a
-//! controller module there is no resync: queued messages are simply delivered.
+//! also tells it [`wire::ToController::Connected`] / [`wire::ToController::Disconnected`]; a
+//! session that asked for the digest reports `Disconnected` when it ends, even if it never got
+//! to `Connected`. Without a controller module there is no resync: queued messages are simply
+//! delivered.
 #![forbid(unsafe_code)]
 
 mod certs;
@@ -41,7 +45,7 @@ use link::{Listener, ServerTls, Transport};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use wire::{Digest, KeepaliveConfig, Limits, WindowConfig};
+use wire::{Digest, KeepaliveConfig, Limits, NodeResource, ObjectRef, ToController, WindowConfig};
 
 pub use config::{Config, Listener as ListenerConfig};
 pub use error::HubError;
@@ -166,11 +170,15 @@ impl CloudHub {
     }
 
     fn route_downstream(&self, msg: Message) {
-        let Some((node, rest)) = split_node(msg.resource()) else {
+        let Ok(NodeResource {
+            node,
+            rest: Some(rest),
+        }) = NodeResource::parse(msg.resource())
+        else {
             tracing::warn!(msg_id = %msg.id(), resource = msg.resource(), "downstream message without node/<name>/ prefix dropped");
             return;
         };
-        let (node, rest) = (node.to_string(), rest.to_string());
+        let (node, rest) = (node.to_owned(), rest.to_owned());
         let mut msg = msg;
         msg.router.resource = rest.into();
         let key = downstream_key(&msg);
@@ -336,9 +344,10 @@ impl Shared {
         }
     }
 
-    fn notify_controller(&self, ctx: &Context, node: &str, op: Operation) {
+    /// Tells the controller [`ToController::Connected`] or [`ToController::Disconnected`].
+    fn notify_controller(&self, ctx: &Context, event: ToController) {
         if self.has_controller(ctx) {
-            let event = Message::new().route(NAME, GROUP, format!("node/{node}"), op);
+            let event = event.to_message(NAME, GROUP);
             let _ = ctx.try_send(&self.config.controller_module, event);
         }
     }
@@ -348,43 +357,37 @@ impl Shared {
         if !self.has_controller(ctx) {
             return Ok(None);
         }
-        let ask =
-            Message::new().route(NAME, GROUP, format!("node/{node}/digest"), Operation::Query);
+        let ask = ToController::Digest {
+            node: node.to_owned(),
+        };
         let resp = self.ask_controller(ctx, ask).await?;
-        let bytes: [u8; 16] = resp.content[..].try_into().map_err(|_| {
-            HubError::Protocol(format!(
-                "controller digest of {} bytes, expected 16",
-                resp.content.len()
-            ))
-        })?;
-        Ok(Some(Digest::from_bytes(bytes)))
+        let digest = wire::read_digest_answer(&resp).map_err(controller_answer)?;
+        Ok(Some(digest))
     }
 
-    /// The messages that bring a node holding `inventory` to what it should hold.
+    /// The messages that bring a node holding `held` to what it should hold.
     async fn resync_diff(
         &self,
         ctx: &Context,
         node: &str,
-        inventory: &wire::Inventory,
+        held: wire::Inventory,
     ) -> Result<Vec<Message>, HubError> {
         if !self.has_controller(ctx) {
             return Ok(Vec::new());
         }
-        let held: Vec<(&String, &String)> = inventory.iter().collect();
-        let content = rmp_serde::to_vec(&held).expect("an inventory serializes");
-        let ask = Message::new()
-            .route(NAME, GROUP, format!("node/{node}/resync"), Operation::Query)
-            .with_content(content);
+        let ask = ToController::Resync {
+            node: node.to_owned(),
+            held,
+        };
         let resp = self.ask_controller(ctx, ask).await?;
-        rmp_serde::from_slice(&resp.content)
-            .map_err(|e| HubError::Protocol(format!("controller resync answer: {e}")))
+        wire::read_resync_answer(&resp).map_err(controller_answer)
     }
 
-    async fn ask_controller(&self, ctx: &Context, ask: Message) -> Result<Message, HubError> {
+    async fn ask_controller(&self, ctx: &Context, ask: ToController) -> Result<Message, HubError> {
         let resp = ctx
             .send_sync(
                 &self.config.controller_module,
-                ask,
+                ask.to_message(NAME, GROUP),
                 self.config.controller_timeout,
             )
             .await
@@ -475,53 +478,23 @@ fn counters(slot: &node::NodeSlot) -> NodeCounters {
     }
 }
 
-/// `node/<node>/<rest>` → (`node`, `rest`).
-fn split_node(resource: &str) -> Option<(&str, &str)> {
-    let rest = resource.strip_prefix("node/")?;
-    let (node, rest) = rest.split_once('/')?;
-    (!node.is_empty()).then_some((node, rest))
+/// An answer from the controller that does not decode.
+fn controller_answer(e: wire::ControlError) -> HubError {
+    HubError::Protocol(format!("controller answer: {e}"))
 }
 
-/// The resource an upstream message gets in the cloud: `node/<node>/<resource>`.
-pub(crate) fn node_resource(node: &str, resource: &str) -> String {
-    format!("node/{node}/{resource}")
-}
-
-/// Removes a `node/<node>/` prefix, if any.
-pub(crate) fn strip_node(resource: &str) -> &str {
-    split_node(resource).map_or(resource, |(_, rest)| rest)
-}
-
-/// The queue key of a downstream message: the canonical object key `resource/namespace/name`
-/// for objects (`<namespace>/<resource>/<name>` resources), the message id otherwise.
+/// The queue key of a downstream message: the object's key ([`ObjectRef::key`]) for objects
+/// (resources in the [`ObjectRef::message_resource`] form), the message id otherwise.
 pub(crate) fn downstream_key(msg: &Message) -> String {
-    let mut parts = msg.resource().split('/');
-    match (parts.next(), parts.next(), parts.next(), parts.next()) {
-        (Some(ns), Some(res), Some(name), None) if !res.is_empty() && !name.is_empty() => {
-            wire::object_key(res, Some(ns), name)
-        }
-        _ => format!("msg/{}", msg.id()),
+    match ObjectRef::from_message_resource(msg.resource()) {
+        Ok(object) => object.key(),
+        Err(_) => format!("msg/{}", msg.id()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn node_prefixes_split_and_strip() {
-        assert_eq!(
-            split_node("node/n1/default/pods/a"),
-            Some(("n1", "default/pods/a"))
-        );
-        assert_eq!(split_node("node//x"), None);
-        assert_eq!(split_node("default/pods/a"), None);
-        assert_eq!(strip_node("node/n1/default/pods/a"), "default/pods/a");
-        assert_eq!(
-            node_resource("n1", "default/pods/a"),
-            "node/n1/default/pods/a"
-        );
-    }
 
     #[test]
     fn objects_are_keyed_canonically_and_other_messages_by_id() {

@@ -10,11 +10,13 @@ use beehive::{Context, Message, MsgId, Operation, SyncError};
 use link::{FrameSink, Incoming};
 use tokio::sync::mpsc;
 use tracing::Instrument;
-use wire::{Event, Frame, Hello, HelloCheck, ResyncStart, Role, SessionStats};
+use wire::{
+    Event, Frame, Hello, HelloCheck, NodeResource, ResyncStart, Role, SessionStats, ToController,
+};
 
 use crate::error::HubError;
 use crate::node::NodeSlot;
-use crate::{Shared, downstream_key, node_resource, strip_node};
+use crate::{Shared, downstream_key};
 
 /// What an upstream handler task reports back to its session.
 enum Handled {
@@ -254,8 +256,9 @@ impl Session<'_> {
         self.start_resync(accepted.resync, desired.is_some());
         self.slot.connected.store(true, Ordering::Release);
         self.shared.sessions.fetch_add(1, Ordering::Relaxed);
+        let node = self.slot.name.clone();
         self.shared
-            .notify_controller(self.ctx, &self.slot.name, Operation::Connected);
+            .notify_controller(self.ctx, ToController::Connected { node });
         tracing::info!(session_id, "node connected");
         Ok(())
     }
@@ -421,9 +424,10 @@ impl Session<'_> {
             let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
             ob.retain(|key, msg| !already_held(&inventory, key, msg));
         }
+        let held = inventory.len();
         let diff = self
             .shared
-            .resync_diff(self.ctx, &self.slot.name, &inventory)
+            .resync_diff(self.ctx, &self.slot.name, inventory)
             .await?;
         let keys: Vec<String> = diff.iter().map(downstream_key).collect();
         let plan = wire::ResyncPlan {
@@ -441,7 +445,7 @@ impl Session<'_> {
                 .collect(),
         };
         tracing::info!(
-            held = inventory.len(),
+            held,
             upserts = plan.upserts.len(),
             deletes = plan.deletes.len(),
             "resync planned"
@@ -477,8 +481,9 @@ impl Session<'_> {
             self.shared.sessions.fetch_sub(1, Ordering::Relaxed);
         }
         if was_connected || self.asked_digest {
+            let node = self.slot.name.clone();
             self.shared
-                .notify_controller(self.ctx, &self.slot.name, Operation::Disconnected);
+                .notify_controller(self.ctx, ToController::Disconnected { node });
         }
         match result {
             Err(e)
@@ -519,10 +524,18 @@ async fn handle_upstream(
     timeout: std::time::Duration,
 ) -> Handled {
     let sync = msg.header.sync;
-    msg.router.resource = node_resource(node, &msg.router.resource).into();
+    msg.router.resource = NodeResource::new(node, &msg.router.resource)
+        .to_string()
+        .into();
     let reply = match ctx.send_sync(handler, msg.clone(), timeout).await {
         Ok(mut resp) => {
-            resp.router.resource = strip_node(&resp.router.resource).into();
+            // The answer goes back with the resource the edge sent.
+            if let Ok(NodeResource {
+                rest: Some(rest), ..
+            }) = NodeResource::parse(&resp.router.resource)
+            {
+                resp.router.resource = rest.into();
+            }
             (sync || resp.router.operation == Operation::Error).then(|| Box::new(resp))
         }
         Err(SyncError::NoSuchModule(_)) => {

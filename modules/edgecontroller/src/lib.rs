@@ -2,12 +2,13 @@
 //! the Kubernetes API (one kube-runtime watch per resource type, shared by all nodes) and keeps
 //! each edge node's desired set ([`state`]): its Node and Lease, its pods, what they reference,
 //! services, endpointslices and the cluster objects a kubelet reads. Every change goes to
-//! cloudhub as an upsert or delete for `node/<node>/<namespace>/<resource>/<name>`; cloudhub's
-//! digest and resync questions are answered from the same set (held back until every watch has
-//! listed once, so a half-known state never deletes anything at the edge). Writes nodes send
-//! (lwproxy's forwarded REST writes) are authorized for the sending node ([`authz`]) and
-//! replayed against the API, whose answer goes back unchanged; refusals are logged and answered
-//! with the API's `Status`. A node that connects without a Node gets one, with the edge label.
+//! cloudhub as an upsert or delete for `node/<node>/<namespace>/<resource>/<name>` (a
+//! [`wire::NodeResource`] around an [`wire::ObjectRef::message_resource`]); cloudhub's digest and
+//! resync questions ([`wire::ToController`]) are answered from the same set (held back until
+//! every watch has listed once, so a half-known state never deletes anything at the edge).
+//! Writes nodes send (lwproxy's forwarded REST writes) are authorized for the sending node
+//! ([`authz`]) and replayed against the API, whose answer goes back unchanged; refusals are
+//! logged and answered with the API's `Status`. A node that connects without a Node gets one, with the edge label.
 //!
 //! An edge node is a node whose Node carries the edge label or that holds an authenticated
 //! session with cloudhub (cloudhub's digest question and its `connected` / `disconnected`
@@ -36,6 +37,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch as latest};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use wire::{NodeResource, ObjectRef, ToController};
 
 pub use config::Config;
 pub use error::ControllerError;
@@ -89,8 +91,8 @@ struct Run<'a> {
     /// Built-in kinds not listed yet; empty once ready (custom resources whose CRD is missing
     /// must not hold everything back).
     unlisted: HashSet<usize>,
-    /// Digest and resync questions asked before every watch listed.
-    parked: Vec<Message>,
+    /// Digest and resync questions asked before every watch listed, with the messages to answer.
+    parked: Vec<(ToController, Message)>,
     tasks: TaskTracker,
 }
 
@@ -203,7 +205,10 @@ impl Run<'_> {
     async fn on_watch(&mut self, event: WatchEvent) {
         let was_ready = self.ready();
         let deleted_node = match &event {
-            WatchEvent::Delete(key) => key.strip_prefix("nodes//").map(str::to_owned),
+            WatchEvent::Delete(key) => ObjectRef::from_key(key)
+                .ok()
+                .filter(|id| id.resource == "nodes" && id.namespace.is_empty())
+                .map(|id| id.name),
             _ => None,
         };
         let out = match event {
@@ -256,8 +261,8 @@ impl Run<'_> {
                 .collect(),
             None => Vec::new(),
         };
-        for msg in std::mem::take(&mut self.parked) {
-            Box::pin(self.on_message(msg)).await;
+        for (question, msg) in std::mem::take(&mut self.parked) {
+            Box::pin(self.on_hub(question, msg)).await;
         }
         for node in synced {
             tracing::info!(node_id = %node, "sending a connected node its whole desired state after a restart");
@@ -270,39 +275,52 @@ impl Run<'_> {
         }
     }
 
+    /// A message from cloudhub: a node's write, or a question or event about a node.
     async fn on_message(&mut self, msg: Message) {
-        let Some((node, what)) = node_of(msg.resource()) else {
-            tracing::warn!(resource = msg.resource(), operation = %msg.operation(), "message without a node/<name>/ resource ignored");
-            let text = format!(
-                "edgecontroller expects node/<node>/..., got {}",
-                msg.resource()
-            );
-            return self.respond(&msg, msg.error_response(NAME, text));
+        let node = match NodeResource::parse(msg.resource()) {
+            Ok(scoped) => scoped.node.to_owned(),
+            Err(e) => {
+                tracing::warn!(resource = msg.resource(), operation = %msg.operation(), "message without a node/<name>/ resource ignored");
+                return self.refuse_message(&msg, &e);
+            }
         };
-        let node = node.to_owned();
-        match (msg.operation(), what) {
-            (Operation::Query, "digest" | "resync") if !self.ready() => self.parked.push(msg),
-            (Operation::Query, "digest") => {
+        match msg.operation() {
+            Operation::Insert | Operation::Update | Operation::Patch | Operation::Delete => {
+                self.write(&node, msg)
+            }
+            _ => match ToController::from_message(&msg) {
+                Ok(question) => self.on_hub(question, msg).await,
+                Err(e) => self.refuse_message(&msg, &e),
+            },
+        }
+    }
+
+    /// A question or event from cloudhub (`msg` carries it, to be answered).
+    async fn on_hub(&mut self, question: ToController, msg: Message) {
+        match question {
+            ToController::Digest { .. } | ToController::Resync { .. } if !self.ready() => {
+                self.parked.push((question, msg))
+            }
+            ToController::Digest { node } => {
                 // Only a session cloudhub admitted asks: the node is an edge node from now on.
                 // What it should hold reaches it through the resync this digest starts.
                 let _ = self.state.connect(&node);
-                let digest = self.state.digest(&node).to_bytes().to_vec();
-                self.respond(&msg, msg.response(NAME, digest));
+                let digest = self.state.digest(&node);
+                self.respond(&msg, wire::digest_answer(&msg, NAME, digest));
             }
-            (Operation::Query, "resync") => {
-                let reply = self.resync(&node, &msg);
-                self.respond(&msg, reply);
+            ToController::Resync { node, held } => {
+                let diff = self.resync(&node, &held);
+                self.respond(&msg, wire::resync_answer(&msg, NAME, &diff));
             }
-            (Operation::Connected, "") => self.connected(&node).await,
-            (Operation::Disconnected, "") => self.state.disconnect(&node),
-            (Operation::Insert | Operation::Update | Operation::Patch | Operation::Delete, _) => {
-                self.write(&node, msg)
-            }
-            (op, _) => {
-                let text = format!("edgecontroller does not handle {op} {}", msg.resource());
-                self.respond(&msg, msg.error_response(NAME, text));
-            }
+            ToController::Connected { node } => self.connected(&node).await,
+            ToController::Disconnected { node } => self.state.disconnect(&node),
         }
+    }
+
+    /// Answers a message this module does not take with an error naming it.
+    fn refuse_message(&self, msg: &Message, e: &dyn std::error::Error) {
+        let text = format!("edgecontroller does not take this message: {e}");
+        self.respond(msg, msg.error_response(NAME, text));
     }
 
     /// A node's session is up: it is served (if its Node exists), and registered if it has none.
@@ -325,30 +343,27 @@ impl Run<'_> {
         }
     }
 
-    /// The messages that bring a node from what it holds (the question's content) to what it
-    /// should hold.
-    fn resync(&self, node: &str, msg: &Message) -> Message {
-        let held: Vec<(String, String)> = match rmp_serde::from_slice(&msg.content) {
-            Ok(h) => h,
-            Err(e) => return msg.error_response(NAME, format!("bad resync inventory: {e}")),
-        };
-        let held: wire::Inventory = held.into_iter().collect();
+    /// The messages that bring a node from what it holds to what it should hold.
+    fn resync(&self, node: &str, held: &wire::Inventory) -> Vec<Message> {
         let desired = self.state.desired(node);
-        let plan = wire::plan_resync(desired.iter().map(|o| (&o.key, &o.rv)), &held);
+        let plan = wire::plan_resync(desired.iter().map(|o| (&o.key, &o.rv)), held);
         let by_key: std::collections::HashMap<&str, &Arc<Obj>> =
             desired.iter().map(|o| (o.key.as_str(), o)).collect();
         let mut out: Vec<Message> = plan
             .upserts
             .iter()
             .filter_map(|k| by_key.get(k.as_str()))
-            .map(|o| self.object_message(o, Operation::Update))
+            .map(|o| object_message(o, Operation::Update))
             .collect();
         for key in &plan.deletes {
-            out.push(delete_by_key(key));
+            match ObjectRef::from_key(key) {
+                Ok(id) => out.push(delete_message(&id, None)),
+                Err(e) => {
+                    tracing::warn!(node_id = %node, error = %e, "the edge holds something that is no object; not deleted")
+                }
+            }
         }
-        // Encoding a Vec<Message> cannot fail.
-        let content = rmp_serde::to_vec(&out).expect("messages encode");
-        msg.response(NAME, content)
+        out
     }
 
     /// Creates the Node of a node that connected without one.
@@ -452,26 +467,11 @@ impl Run<'_> {
             _ => &self.ctl.stats.upserts,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        let mut msg = self.object_message(obj, op);
-        msg.router.resource = format!("node/{node}/{}", msg.router.resource).into();
+        let mut msg = object_message(obj, op);
+        msg.router.resource = NodeResource::new(node, &msg.router.resource)
+            .to_string()
+            .into();
         msg
-    }
-
-    /// An upsert (the object) or delete (its identity) with resource
-    /// `<namespace>/<resource>/<name>`.
-    fn object_message(&self, obj: &Obj, op: Operation) -> Message {
-        let kind = &self.state.kinds()[obj.kind];
-        let resource = format!("{}/{}/{}", obj.namespace, kind.store_resource(), obj.name);
-        let msg = Message::new().route(NAME, "resource", resource, op.clone());
-        if op == Operation::Delete {
-            let identity = json!({"metadata": {
-                "name": obj.name, "namespace": obj.namespace,
-                "uid": obj.uid, "resourceVersion": obj.rv,
-            }});
-            return msg.with_content(identity.to_string());
-        }
-        msg.with_resource_version(obj.rv.clone())
-            .with_content(obj.json.clone())
     }
 }
 
@@ -541,31 +541,31 @@ async fn authorize_from_api(
     authz::authorize(node, write, |_, _| bound.as_deref())
 }
 
-/// A delete for a key the edge holds but should not (`resource/namespace/name`).
-fn delete_by_key(key: &str) -> Message {
-    let mut parts = key.splitn(3, '/');
-    let (res, ns, name) = (
-        parts.next().unwrap_or(""),
-        parts.next().unwrap_or(""),
-        parts.next().unwrap_or(""),
-    );
-    let identity = json!({"metadata": {"name": name, "namespace": ns}});
+/// An upsert (the object) or delete (its identity) with the object's message resource
+/// (`<namespace>/<resource>/<name>`).
+fn object_message(obj: &Obj, op: Operation) -> Message {
+    if op == Operation::Delete {
+        return delete_message(&obj.id, Some((&obj.uid, &obj.rv)));
+    }
     Message::new()
-        .route(
-            NAME,
-            "resource",
-            format!("{ns}/{res}/{name}"),
-            Operation::Delete,
-        )
-        .with_content(identity.to_string())
+        .route(NAME, "resource", obj.id.message_resource(), op)
+        .with_resource_version(obj.rv.clone())
+        .with_content(obj.json.clone())
 }
 
-/// `node/<node>/<what>` or `node/<node>` → (`node`, `what`); `None` without the prefix or a
-/// node name.
-fn node_of(resource: &str) -> Option<(&str, &str)> {
-    let rest = resource.strip_prefix("node/")?;
-    let (node, what) = rest.split_once('/').unwrap_or((rest, ""));
-    (!node.is_empty()).then_some((node, what))
+/// A delete of `id`, identified by its metadata: name and namespace, plus uid and
+/// resourceVersion when known (`uid_rv`).
+fn delete_message(id: &ObjectRef, uid_rv: Option<(&str, &str)>) -> Message {
+    let identity = match uid_rv {
+        Some((uid, rv)) => json!({"metadata": {
+            "name": id.name, "namespace": id.namespace,
+            "uid": uid, "resourceVersion": rv,
+        }}),
+        None => json!({"metadata": {"name": id.name, "namespace": id.namespace}}),
+    };
+    Message::new()
+        .route(NAME, "resource", id.message_resource(), Operation::Delete)
+        .with_content(identity.to_string())
 }
 
 fn reply_message(request: &Message, reply: &ForwardedReply) -> Message {
@@ -579,16 +579,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_resource_without_the_node_prefix_names_no_node() {
-        assert_eq!(node_of("node/n1/digest"), Some(("n1", "digest")));
-        assert_eq!(node_of("node/n1"), Some(("n1", "")));
+    fn an_object_goes_out_under_its_message_resource() {
+        let kinds = Kind::builtins();
+        let pods = kinds.iter().position(|k| k.plural == "pods").unwrap();
+        let meta =
+            json!({"name": "a", "namespace": "default", "uid": "u1", "resourceVersion": "7"});
+        let obj = Obj::from_value(pods, &kinds[pods], json!({ "metadata": meta }));
+        assert_eq!(obj.key, "pods/default/a");
+
+        let upsert = object_message(&obj, Operation::Update);
+        assert_eq!(upsert.resource(), "default/pods/a");
+        assert_eq!(upsert.header.resource_version.as_deref(), Some("7"));
+
+        let delete = object_message(&obj, Operation::Delete);
+        assert_eq!(delete.resource(), "default/pods/a");
+        let identity: serde_json::Value = serde_json::from_slice(&delete.content).unwrap();
+        assert_eq!(identity, json!({ "metadata": meta }));
+    }
+
+    #[test]
+    fn a_delete_for_a_held_key_names_the_object_in_the_message_resource_form() {
+        let id = ObjectRef::from_key("nodes//n1").unwrap();
+        let msg = delete_message(&id, None);
+        assert_eq!(msg.resource(), "/nodes/n1");
+        assert_eq!(msg.operation(), &Operation::Delete);
+        let identity: serde_json::Value = serde_json::from_slice(&msg.content).unwrap();
         assert_eq!(
-            node_of("node/n1/default/pods/a"),
-            Some(("n1", "default/pods/a"))
+            identity,
+            json!({"metadata": {"name": "n1", "namespace": ""}})
         );
-        assert_eq!(node_of("default/pods/a"), None);
-        assert_eq!(node_of("nodes/n1/digest"), None);
-        assert_eq!(node_of("node//digest"), None);
-        assert_eq!(node_of(""), None);
     }
 }

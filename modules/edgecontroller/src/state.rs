@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
+use wire::ObjectRef;
 
 use crate::kinds::{EDGE_LABEL, Kind, Scope};
 
@@ -33,10 +34,10 @@ use crate::kinds::{EDGE_LABEL, Kind, Scope};
 pub(crate) struct Obj {
     /// Index into the watched kinds.
     pub kind: usize,
-    /// `resource/namespace/name` ([`wire::object_key`]).
+    /// Which object it is.
+    pub id: ObjectRef,
+    /// `id`'s key (`resource/namespace/name`), the index of every map here.
     pub key: String,
-    pub namespace: String,
-    pub name: String,
     pub uid: String,
     /// The API's resourceVersion.
     pub rv: String,
@@ -116,17 +117,17 @@ impl Obj {
             },
             _ => Info::Plain,
         };
+        let id = ObjectRef::new(kind.store_resource(), namespace, name);
         Obj {
             kind: kind_id,
-            key: wire::object_key(&kind.store_resource(), Some(&namespace), &name),
+            key: id.key(),
+            id,
             uid: text("uid"),
             rv: text("resourceVersion"),
             // Serializing a Value cannot fail.
             json: serde_json::to_vec(&value)
                 .expect("a JSON value serializes")
                 .into(),
-            namespace,
-            name,
             info,
         }
     }
@@ -149,6 +150,7 @@ impl State {
         }
     }
 
+    #[cfg(test)]
     pub fn kinds(&self) -> &[Kind] {
         &self.kinds
     }
@@ -215,7 +217,7 @@ impl State {
         self.objects
             .values()
             .filter(|o| matches!(o.info, Info::Node { .. }))
-            .map(|o| o.name.clone())
+            .map(|o| o.id.name.clone())
             .collect()
     }
 
@@ -253,8 +255,8 @@ impl State {
         let mut out = Vec::new();
         match self.kinds[obj.kind].scope {
             Scope::Node => {
-                if self.edge.remove(&obj.name) {
-                    out.push(Out::Delete(obj.name.clone(), obj));
+                if self.edge.remove(&obj.id.name) {
+                    out.push(Out::Delete(obj.id.name.clone(), obj));
                 }
             }
             Scope::Named => self.to_owner(&obj, Out::Delete, &mut out),
@@ -391,19 +393,19 @@ impl State {
 
     fn node_changed(&mut self, obj: &Arc<Obj>, out: &mut Vec<Out>) {
         let is_edge =
-            matches!(obj.info, Info::Node { edge: true }) || self.connected.contains(&obj.name);
-        let was_edge = self.edge.contains(&obj.name);
+            matches!(obj.info, Info::Node { edge: true }) || self.connected.contains(&obj.id.name);
+        let was_edge = self.edge.contains(&obj.id.name);
         match (was_edge, is_edge) {
             (false, true) => {
                 // A new edge node: everything it should hold.
-                self.edge.insert(obj.name.clone());
-                for o in self.desired(&obj.name) {
-                    out.push(Out::Upsert(obj.name.clone(), o));
+                self.edge.insert(obj.id.name.clone());
+                for o in self.desired(&obj.id.name) {
+                    out.push(Out::Upsert(obj.id.name.clone(), o));
                 }
             }
-            (true, true) => out.push(Out::Upsert(obj.name.clone(), obj.clone())),
+            (true, true) => out.push(Out::Upsert(obj.id.name.clone(), obj.clone())),
             (true, false) => {
-                self.edge.remove(&obj.name);
+                self.edge.remove(&obj.id.name);
             }
             (false, false) => {}
         }
@@ -412,8 +414,8 @@ impl State {
     /// Sends an object named after a node (its Lease, its CSINode) to that node; the watch of
     /// leases covers only `kube-node-lease`.
     fn to_owner(&self, obj: &Arc<Obj>, out_of: fn(String, Arc<Obj>) -> Out, out: &mut Vec<Out>) {
-        if self.edge.contains(&obj.name) {
-            out.push(out_of(obj.name.clone(), obj.clone()));
+        if self.edge.contains(&obj.id.name) {
+            out.push(out_of(obj.id.name.clone(), obj.clone()));
         }
     }
 
