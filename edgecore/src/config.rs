@@ -33,6 +33,8 @@ pub struct Modules {
     pub edge_hub: edgehub::Config,
     /// The local Kubernetes endpoint.
     pub lw_proxy: lwproxy::Config,
+    /// The node's pods on containerd.
+    pub edged: edged::Config,
 }
 
 pub const API_VERSION: &str = "edgecore.config.kubeedge.io/v1alpha2";

@@ -1,7 +1,8 @@
 //! edgecore: the edge daemon. It loads `edgecore.yaml`, opens the edge store, registers the
 //! enabled edge modules with beehive and serves the monitor endpoints. Built so far:
-//! metamanager (the edge store module), edgehub (the link to cloudhub) and lwproxy (the local
-//! Kubernetes endpoint for kubelet, kube-proxy and kubectl). edged joins as it is built.
+//! metamanager (the edge store module), edgehub (the link to cloudhub), lwproxy (the local
+//! Kubernetes endpoint for kubelet, kube-proxy and kubectl) and edged (the node's pods on
+//! containerd, off by default).
 #![forbid(unsafe_code)]
 
 mod config;
@@ -64,6 +65,31 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
                 .context("starting modules.lwProxy")?;
         runtime.register(module);
         proxy = Some(handle);
+    }
+    if config.modules.edged.enable {
+        let Some(proxy) = &proxy else {
+            anyhow::bail!(
+                "modules.edged needs modules.lwProxy: edged reports status through its API in-process"
+            );
+        };
+        let node = hub
+            .as_ref()
+            .map(|h| h.node().to_string())
+            .unwrap_or_default();
+        let link = match &hub {
+            Some(hub) => link_of(hub.state(), shutdown.clone()),
+            None => never_linked(),
+        };
+        let module = edged::Edged::new(
+            config.modules.edged.clone(),
+            node,
+            meta.reader(),
+            proxy.api(),
+            link,
+        )
+        .await
+        .context("starting modules.edged")?;
+        runtime.register(module);
     }
     let store_ready = meta.clone();
     let readiness = Readiness::default().with("edge-store", move || store_ready.ready());

@@ -82,6 +82,7 @@ pub struct Handle {
     addr: SocketAddr,
     tls: bool,
     connections: kapi::ServeStats,
+    app: axum::Router,
 }
 
 // === impl LwProxy ===
@@ -118,16 +119,18 @@ impl LwProxy {
         };
         let listener = TcpListener::bind(config.server).await.map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
+        let app = kapi::router(api);
         let handle = Handle {
             addr,
             tls: tls.is_some(),
             connections: kapi::ServeStats::default(),
+            app: app.clone(),
         };
         tracing::info!(bound = %addr, url = %handle.url(), "lwproxy listening");
         let serving = Serving {
             listener,
             tls,
-            app: kapi::router(api),
+            app,
             connections: handle.connections.clone(),
         };
         let proxy = LwProxy {
@@ -214,6 +217,12 @@ impl Handle {
     /// The counters of lwproxy's connections.
     pub fn connections(&self) -> &kapi::ServeStats {
         &self.connections
+    }
+
+    /// The endpoint's routes, to call in-process (edged does) as the local admin a loopback
+    /// caller is: the same reads, forwarded writes and offline rules as over the socket.
+    pub fn api(&self) -> axum::Router {
+        self.app.clone()
     }
 
     /// Whether lwproxy serves HTTPS.

@@ -1,0 +1,67 @@
+//! The `modules.edged` section of `edgecore.yaml` (field names follow KubeEdge's edged and the
+//! kubelet's configuration).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// `modules.edged`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// Run the node's pods. Default false: a native kubelet against lwproxy is the alternative.
+    pub enable: bool,
+    /// The node's name. Default empty: the name in the node's certificate (edgehub's identity).
+    pub hostname_override: String,
+    /// The CRI runtime (containerd) socket. Default `unix:///run/containerd/containerd.sock`.
+    pub remote_runtime_endpoint: String,
+    /// The kubelet's root: pod volumes live under `<rootDirectory>/pods/<uid>/volumes`.
+    /// Default `/var/lib/kubelet`.
+    pub root_directory: PathBuf,
+    /// Container logs, in the kubelet's layout `<dir>/<ns>_<pod>_<uid>/<container>/<n>.log`.
+    /// Default `/var/log/pods`.
+    pub pod_logs_directory: PathBuf,
+    /// Static pod manifests. Default `/etc/kubeedge/manifests`.
+    pub manifest_path: PathBuf,
+    /// How often the node's status is computed and sent when it changed (it is sent at least
+    /// every 5 minutes). Default `10s`.
+    #[serde(with = "daemon::duration")]
+    pub node_status_update_frequency: Duration,
+    /// The node Lease's duration; it is renewed every quarter of it. Default 40.
+    pub node_lease_duration_seconds: u32,
+    /// How often the runtime is relisted to notice containers that exited (the kubelet's
+    /// PLEG period). Default `1s`.
+    #[serde(with = "daemon::duration")]
+    pub relist_period: Duration,
+    /// The longest a CRI call may take (image pulls excepted). Default `2m`.
+    #[serde(with = "daemon::duration")]
+    pub runtime_request_timeout: Duration,
+    /// Pods this node accepts (node capacity `pods`). Default 110.
+    pub max_pods: u32,
+    /// The cluster's DNS servers given to pods with `dnsPolicy: ClusterFirst`. Default none
+    /// (the host's resolver settings are used).
+    pub cluster_dns: Vec<String>,
+    /// The cluster's DNS domain. Default `cluster.local`.
+    pub cluster_domain: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            enable: false,
+            hostname_override: String::new(),
+            remote_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
+            root_directory: "/var/lib/kubelet".into(),
+            pod_logs_directory: "/var/log/pods".into(),
+            manifest_path: "/etc/kubeedge/manifests".into(),
+            node_status_update_frequency: Duration::from_secs(10),
+            node_lease_duration_seconds: 40,
+            relist_period: Duration::from_secs(1),
+            runtime_request_timeout: Duration::from_secs(120),
+            max_pods: 110,
+            cluster_dns: Vec::new(),
+            cluster_domain: "cluster.local".into(),
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! What the runtime holds, read through CRI into the planner's terms. Only sandboxes and
+//! containers carrying edged's label are ever seen, so nothing edged did not create is touched.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime};
+
+use cri::{Cri, api};
+
+use crate::error::EdgedError;
+use crate::plan::{Container, Observed, Sandbox, State};
+use crate::spec::{MANAGED, POD_UID};
+
+/// What the runtime holds for one pod, with what the status needs besides.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Sandboxes and containers.
+    pub observed: Observed,
+    /// The current sandbox's IP.
+    pub pod_ip: String,
+    /// Image reference per container id.
+    pub image_ids: BTreeMap<String, String>,
+}
+
+/// Every managed sandbox's pod uid and state, and a fingerprint of the pod's containers (to
+/// tell which pods changed since the last relist).
+pub async fn relist(cri: &Cri) -> Result<HashMap<String, Vec<String>>, EdgedError> {
+    let selector = || HashMap::from([(MANAGED.to_string(), "true".to_string())]);
+    let sandboxes = cri
+        .list_pod_sandboxes(Some(api::PodSandboxFilter {
+            label_selector: selector(),
+            ..Default::default()
+        }))
+        .await?;
+    let containers = cri
+        .list_containers(Some(api::ContainerFilter {
+            label_selector: selector(),
+            ..Default::default()
+        }))
+        .await?;
+    let mut pods: HashMap<String, Vec<String>> = HashMap::new();
+    for s in sandboxes {
+        let uid = s.labels.get(POD_UID).cloned().unwrap_or_default();
+        pods.entry(uid)
+            .or_default()
+            .push(format!("s{}:{}", s.id, s.state));
+    }
+    for c in containers {
+        let uid = c.labels.get(POD_UID).cloned().unwrap_or_default();
+        pods.entry(uid)
+            .or_default()
+            .push(format!("c{}:{}", c.id, c.state));
+    }
+    for v in pods.values_mut() {
+        v.sort();
+    }
+    Ok(pods)
+}
+
+/// What the runtime holds for pod `uid`.
+pub async fn observe(cri: &Cri, uid: &str) -> Result<Snapshot, EdgedError> {
+    let selector = || {
+        HashMap::from([
+            (MANAGED.to_string(), "true".to_string()),
+            (POD_UID.to_string(), uid.to_string()),
+        ])
+    };
+    let sandboxes = cri
+        .list_pod_sandboxes(Some(api::PodSandboxFilter {
+            label_selector: selector(),
+            ..Default::default()
+        }))
+        .await?;
+    let listed = cri
+        .list_containers(Some(api::ContainerFilter {
+            label_selector: selector(),
+            ..Default::default()
+        }))
+        .await?;
+    let mut snap = Snapshot::default();
+    for s in &sandboxes {
+        snap.observed.sandboxes.push(Sandbox {
+            id: s.id.clone(),
+            attempt: s.metadata.as_ref().map_or(0, |m| m.attempt),
+            ready: s.state == api::PodSandboxState::SandboxReady as i32,
+        });
+    }
+    for c in listed {
+        let status = match cri.container_status(&c.id).await {
+            Ok(s) => s,
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e.into()),
+        };
+        snap.image_ids
+            .insert(c.id.clone(), status.image_ref.clone());
+        snap.observed.containers.push(Container {
+            id: c.id.clone(),
+            name: c
+                .metadata
+                .as_ref()
+                .map(|m| m.name.clone())
+                .unwrap_or_default(),
+            attempt: c.metadata.as_ref().map_or(0, |m| m.attempt),
+            sandbox: c.pod_sandbox_id.clone(),
+            state: state_of(&status),
+        });
+    }
+    if let Some(current) = crate::plan::current_sandbox(&snap.observed) {
+        let status = cri.pod_sandbox_status(&current.id).await?;
+        snap.pod_ip = status.network.map(|n| n.ip).unwrap_or_default();
+    }
+    Ok(snap)
+}
+
+fn state_of(s: &api::ContainerStatus) -> State {
+    let at = |ns: i64| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64);
+    match api::ContainerState::try_from(s.state) {
+        Ok(api::ContainerState::ContainerCreated) => State::Created,
+        Ok(api::ContainerState::ContainerRunning) => State::Running {
+            started: at(s.started_at),
+        },
+        Ok(api::ContainerState::ContainerExited) => State::Exited {
+            code: s.exit_code,
+            started: at(s.started_at),
+            finished: at(s.finished_at),
+            reason: s.reason.clone(),
+        },
+        _ => State::Unknown,
+    }
+}

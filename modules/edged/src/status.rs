@@ -1,0 +1,409 @@
+//! A pod's status computed from what the runtime reports (the kubelet's
+//! `generateAPIPodStatus`), never remembered: phase, conditions with transition times carried
+//! over while unchanged, container statuses with state, last state and restart count, IPs,
+//! start time and QoS class. Pure.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use apimachinery::time::format_rfc3339;
+use k8s_openapi::api::core::v1::{Container as Spec, Pod};
+use serde_json::{Value, json};
+
+use crate::plan::{self, Container, Desired, Observed, RestartPolicy, State};
+
+/// What the worker knows beyond the runtime's state.
+#[derive(Clone, Debug, Default)]
+pub struct Extra {
+    /// The pod's IP.
+    pub pod_ip: String,
+    /// The node's IP.
+    pub host_ip: String,
+    /// A waiting reason and message per container (image pulls, config errors, back-off).
+    pub waiting: BTreeMap<String, (String, String)>,
+    /// Readiness per container (from its probe; a container without one is ready once running).
+    pub not_ready: Vec<String>,
+    /// Image id per container id.
+    pub image_ids: BTreeMap<String, String>,
+}
+
+/// The status to report for `pod`.
+pub fn pod_status(
+    pod: &Pod,
+    desired: &Desired,
+    observed: &Observed,
+    extra: &Extra,
+    now: SystemTime,
+) -> Value {
+    let sandbox = plan::current_sandbox(observed).map(|s| s.id.as_str());
+    let spec = pod.spec.clone().unwrap_or_default();
+    let init_specs = spec.init_containers.clone().unwrap_or_default();
+    let init: Vec<Value> = init_specs
+        .iter()
+        .map(|c| container_status(c, observed, sandbox, extra))
+        .collect();
+    let app: Vec<Value> = spec
+        .containers
+        .iter()
+        .map(|c| container_status(c, observed, sandbox, extra))
+        .collect();
+    let initialized = desired.init.iter().all(|n| {
+        matches!(
+            plan::latest(observed, n, None).map(|c| &c.state),
+            Some(State::Exited { code: 0, .. })
+        )
+    });
+    let phase = phase(desired, observed, initialized);
+    let containers_ready = app.iter().all(|s| s["ready"] == json!(true)) && !app.is_empty();
+    let previous = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let stamp = format_rfc3339(unix(now));
+    let condition = |kind: &str, ok: bool, reason: Option<&str>| {
+        let status = if ok { "True" } else { "False" };
+        let since = previous
+            .iter()
+            .find(|c| c.type_ == kind && c.status == status)
+            .and_then(|c| c.last_transition_time.as_ref())
+            .and_then(|t| serde_json::to_value(t).ok())
+            .unwrap_or_else(|| json!(stamp));
+        let mut c = json!({"type": kind, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
+        if let (false, Some(reason)) = (ok, reason) {
+            c["reason"] = json!(reason);
+        }
+        c
+    };
+    let completed = matches!(phase, "Succeeded" | "Failed");
+    let ready_reason = if completed {
+        "PodCompleted"
+    } else {
+        "ContainersNotReady"
+    };
+    let conditions = vec![
+        condition("PodReadyToStartContainers", sandbox.is_some(), None),
+        condition(
+            "Initialized",
+            initialized || completed,
+            Some("ContainersNotInitialized"),
+        ),
+        condition("Ready", containers_ready && !completed, Some(ready_reason)),
+        condition(
+            "ContainersReady",
+            containers_ready && !completed,
+            Some(ready_reason),
+        ),
+        condition("PodScheduled", true, None),
+    ];
+    let start = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .and_then(|t| serde_json::to_value(t).ok())
+        .unwrap_or_else(|| json!(stamp));
+    let mut status = json!({
+        "phase": phase,
+        "conditions": conditions,
+        "containerStatuses": app,
+        "startTime": start,
+        "qosClass": qos_class(&spec.containers),
+    });
+    if !init.is_empty() {
+        status["initContainerStatuses"] = json!(init);
+    }
+    if !extra.host_ip.is_empty() {
+        status["hostIP"] = json!(extra.host_ip);
+        status["hostIPs"] = json!([{"ip": extra.host_ip}]);
+    }
+    if !extra.pod_ip.is_empty() {
+        status["podIP"] = json!(extra.pod_ip);
+        status["podIPs"] = json!([{"ip": extra.pod_ip}]);
+    }
+    status
+}
+
+/// The kubelet's phase rules.
+fn phase(desired: &Desired, observed: &Observed, initialized: bool) -> &'static str {
+    let failed_init = desired.init.iter().any(|n| {
+        matches!(plan::latest(observed, n, None).map(|c| &c.state), Some(State::Exited { code, .. }) if *code != 0)
+    });
+    if failed_init && desired.restart == RestartPolicy::Never {
+        return "Failed";
+    }
+    if !initialized {
+        return "Pending";
+    }
+    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for name in &desired.containers {
+        match plan::latest(observed, name, None).map(|c| &c.state) {
+            Some(State::Running { .. }) => running += 1,
+            Some(State::Exited { code, .. }) => {
+                stopped += 1;
+                if *code == 0 {
+                    succeeded += 1;
+                }
+            }
+            _ => waiting += 1,
+        }
+    }
+    let total = desired.containers.len();
+    if total == 0 {
+        return "Pending";
+    }
+    if waiting > 0 && running == 0 && stopped == 0 {
+        return "Pending";
+    }
+    if stopped < total || running > 0 {
+        // Some run, or are waiting to restart.
+        return if waiting > 0 && running == 0 && !restarting(desired) {
+            "Pending"
+        } else {
+            "Running"
+        };
+    }
+    match desired.restart {
+        RestartPolicy::Always => "Running",
+        RestartPolicy::OnFailure if succeeded < stopped => "Running",
+        RestartPolicy::Never if succeeded < stopped => "Failed",
+        _ => "Succeeded",
+    }
+}
+
+fn restarting(desired: &Desired) -> bool {
+    desired.restart != RestartPolicy::Never
+}
+
+fn container_status(c: &Spec, observed: &Observed, sandbox: Option<&str>, extra: &Extra) -> Value {
+    let latest = plan::latest(observed, &c.name, None);
+    let previous = latest.and_then(|l| {
+        observed
+            .containers
+            .iter()
+            .filter(|o| o.name == c.name && o.attempt < l.attempt)
+            .max_by_key(|o| o.attempt)
+    });
+    let in_sandbox = latest.is_some_and(|l| Some(l.sandbox.as_str()) == sandbox);
+    let waiting = extra.waiting.get(&c.name);
+    let mut state = match (latest, waiting) {
+        (_, Some((reason, message)))
+            if !matches!(latest.map(|l| &l.state), Some(State::Running { .. })) =>
+        {
+            json!({"waiting": {"reason": reason, "message": message}})
+        }
+        (Some(l), _) => state_of(l),
+        (None, _) => json!({"waiting": {"reason": "ContainerCreating"}}),
+    };
+    let mut last = previous.map(state_of).unwrap_or_else(|| json!({}));
+    if let (Some(l), Some(_)) = (latest, waiting)
+        && matches!(l.state, State::Exited { .. })
+    {
+        last = state_of(l);
+    }
+    if state.get("waiting").is_some() && state["waiting"]["message"].is_null() {
+        state["waiting"]
+            .as_object_mut()
+            .map(|w| w.remove("message"));
+    }
+    let running = matches!(latest.map(|l| &l.state), Some(State::Running { .. })) && in_sandbox;
+    let ready = running && !extra.not_ready.contains(&c.name);
+    let mut s = json!({
+        "name": c.name,
+        "image": c.image.clone().unwrap_or_default(),
+        "imageID": "",
+        "state": state,
+        "lastState": last,
+        "ready": ready,
+        "started": running,
+        "restartCount": latest.map_or(0, |l| l.attempt),
+    });
+    if let Some(l) = latest {
+        s["containerID"] = json!(format!("containerd://{}", l.id));
+        if let Some(image) = extra.image_ids.get(&l.id) {
+            s["imageID"] = json!(image);
+        }
+    }
+    s
+}
+
+fn state_of(c: &Container) -> Value {
+    match &c.state {
+        State::Running { started } => {
+            json!({"running": {"startedAt": format_rfc3339(unix(*started))}})
+        }
+        State::Exited {
+            code,
+            started,
+            finished,
+            reason,
+        } => json!({"terminated": {
+            "exitCode": code,
+            "reason": if reason.is_empty() { if *code == 0 { "Completed" } else { "Error" } } else { reason.as_str() },
+            "startedAt": format_rfc3339(unix(*started)),
+            "finishedAt": format_rfc3339(unix(*finished)),
+            "containerID": format!("containerd://{}", c.id),
+        }}),
+        State::Created => json!({"waiting": {"reason": "ContainerCreating"}}),
+        State::Unknown => json!({"waiting": {"reason": "ContainerStatusUnknown"}}),
+    }
+}
+
+/// The pod's QoS class from its containers' requests and limits.
+pub fn qos_class(containers: &[Spec]) -> &'static str {
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in containers {
+        let r = c.resources.clone().unwrap_or_default();
+        let (req, lim) = (r.requests.unwrap_or_default(), r.limits.unwrap_or_default());
+        any |= !req.is_empty() || !lim.is_empty();
+        for res in ["cpu", "memory"] {
+            let limit = lim.get(res);
+            let request = req.get(res).or(limit);
+            if limit.is_none() || request != limit {
+                guaranteed = false;
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+/// Seconds since the epoch.
+pub fn unix(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::plan::Sandbox;
+
+    fn t(s: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s)
+    }
+
+    fn pod(restart: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {"restartPolicy": restart, "containers": [{"name": "app", "image": "busybox"}]},
+        }))
+        .unwrap()
+    }
+
+    fn observed(state: State, attempt: u32) -> Observed {
+        Observed {
+            sandboxes: vec![Sandbox {
+                id: "s".into(),
+                attempt: 0,
+                ready: true,
+            }],
+            containers: vec![Container {
+                id: "c".into(),
+                name: "app".into(),
+                attempt,
+                sandbox: "s".into(),
+                state,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_running_container_makes_a_ready_running_pod() {
+        let p = pod("Always");
+        let d = crate::spec::desired(&p, true);
+        let extra = Extra {
+            pod_ip: "10.1.0.2".into(),
+            host_ip: "192.0.2.1".into(),
+            ..Extra::default()
+        };
+        let s = pod_status(
+            &p,
+            &d,
+            &observed(State::Running { started: t(1) }, 0),
+            &extra,
+            t(2),
+        );
+        assert_eq!(s["phase"], "Running");
+        assert_eq!(s["podIP"], "10.1.0.2");
+        assert_eq!(s["qosClass"], "BestEffort");
+        let ready = s["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap();
+        assert_eq!(ready["status"], "True");
+        let cs = &s["containerStatuses"][0];
+        assert_eq!(cs["ready"], true);
+        assert_eq!(cs["containerID"], "containerd://c");
+        assert!(cs["state"]["running"]["startedAt"].is_string());
+    }
+
+    #[test]
+    fn phases_follow_the_restart_policy() {
+        let exited = |code| State::Exited {
+            code,
+            started: t(0),
+            finished: t(1),
+            reason: String::new(),
+        };
+        let phase_of = |policy, code| {
+            let p = pod(policy);
+            let d = crate::spec::desired(&p, true);
+            pod_status(&p, &d, &observed(exited(code), 0), &Extra::default(), t(2))["phase"].clone()
+        };
+        assert_eq!(phase_of("Never", 0), "Succeeded");
+        assert_eq!(phase_of("Never", 1), "Failed");
+        assert_eq!(phase_of("OnFailure", 1), "Running");
+        assert_eq!(phase_of("OnFailure", 0), "Succeeded");
+        assert_eq!(phase_of("Always", 0), "Running");
+    }
+
+    #[test]
+    fn a_crash_looping_container_reports_its_back_off_and_last_exit() {
+        let p = pod("Always");
+        let d = crate::spec::desired(&p, true);
+        let mut extra = Extra::default();
+        extra.waiting.insert(
+            "app".into(),
+            (
+                "CrashLoopBackOff".into(),
+                "back-off 10s restarting failed container".into(),
+            ),
+        );
+        let exited = State::Exited {
+            code: 1,
+            started: t(0),
+            finished: t(1),
+            reason: "Error".into(),
+        };
+        let s = pod_status(&p, &d, &observed(exited, 2), &extra, t(3));
+        let cs = &s["containerStatuses"][0];
+        assert_eq!(cs["state"]["waiting"]["reason"], "CrashLoopBackOff");
+        assert_eq!(cs["lastState"]["terminated"]["exitCode"], 1);
+        assert_eq!(cs["restartCount"], 2);
+        assert_eq!(cs["ready"], false);
+    }
+
+    #[test]
+    fn qos_classes() {
+        let c = |r: Value| -> Spec {
+            serde_json::from_value(json!({"name": "c", "resources": r})).unwrap()
+        };
+        assert_eq!(qos_class(&[c(json!({}))]), "BestEffort");
+        assert_eq!(
+            qos_class(&[c(json!({"limits": {"cpu": "1", "memory": "1Gi"}}))]),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos_class(&[c(json!({"requests": {"cpu": "1"}}))]),
+            "Burstable"
+        );
+    }
+}

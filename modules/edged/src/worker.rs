@@ -1,0 +1,615 @@
+//! One worker per pod (the kubelet's pod worker): it observes the runtime, plans, applies the
+//! actions, and reports the status the runtime's state gives, each time the pod changes in the
+//! store, the relist sees its containers change, or a back-off ends. A pod gone from the store
+//! (or never in it: an orphan sandbox) is stopped and removed, then the worker ends.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use objstore::ObjKey;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::Shared;
+use crate::env::{self, Placement, Refs};
+use crate::error::EdgedError;
+use crate::plan::{self, Action};
+use crate::runtime::{self, Snapshot};
+use crate::spec::{self, PodId};
+use crate::status::{self, Extra};
+use crate::volumes;
+
+/// Where a volume is on the host, and whether it holds API data (mounted read-only).
+type VolumePath = (std::path::PathBuf, bool);
+
+/// How a pod's worker is reached.
+pub struct WorkerHandle {
+    /// The pod as the store holds it; `None` once it left the store.
+    pub pod: watch::Sender<Option<Arc<Pod>>>,
+    /// Wakes the worker for a sync (its containers changed, a referenced object changed).
+    pub wake: Arc<Notify>,
+}
+
+/// A pod worker's state.
+struct Worker {
+    shared: Arc<Shared>,
+    id: PodId,
+    /// Waiting reasons of containers that could not start, by container name.
+    waiting: BTreeMap<String, (String, String)>,
+    /// Image pull back-off: failures and the time the next pull may start, by image.
+    pulls: HashMap<String, (u32, SystemTime)>,
+    /// The last status reported.
+    reported: Option<Value>,
+    /// The final delete was accepted by the API.
+    deleted: bool,
+}
+
+/// Starts the worker of pod `id`.
+pub fn spawn(
+    shared: Arc<Shared>,
+    id: PodId,
+    pod: Option<Arc<Pod>>,
+    shutdown: CancellationToken,
+) -> WorkerHandle {
+    let (tx, rx) = watch::channel(pod);
+    let wake = Arc::new(Notify::new());
+    let worker = Worker {
+        shared: shared.clone(),
+        id,
+        waiting: BTreeMap::new(),
+        pulls: HashMap::new(),
+        reported: None,
+        deleted: false,
+    };
+    shared.tasks.spawn(worker.run(rx, wake.clone(), shutdown));
+    WorkerHandle { pod: tx, wake }
+}
+
+// === impl Worker ===
+
+impl Worker {
+    async fn run(
+        mut self,
+        mut pod: watch::Receiver<Option<Arc<Pod>>>,
+        wake: Arc<Notify>,
+        shutdown: CancellationToken,
+    ) {
+        let span = tracing::info_span!("pod", pod = %self.id.key(), uid = %self.id.uid);
+        let _enter = span.enter();
+        drop(_enter);
+        loop {
+            let current = pod.borrow_and_update().clone();
+            let next = match self.sync(current.as_deref()).await {
+                Ok(Some(next)) => next,
+                Ok(None) => {
+                    tracing::info!(pod = %self.id.key(), "pod removed from the node");
+                    self.shared.forget(&self.id.uid);
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %self.id.key(), error = %beehive::ErrorChain(&e), "pod sync failed; retrying");
+                    Duration::from_secs(2)
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                changed = pod.changed() => if changed.is_err() {
+                    // The supervisor is gone (shutdown).
+                    return;
+                },
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(next) => {}
+            }
+        }
+    }
+
+    /// One sync; returns when to sync again at the latest, `None` when the pod is gone from
+    /// the node and the worker can end.
+    async fn sync(&mut self, pod: Option<&Pod>) -> Result<Option<Duration>, EdgedError> {
+        let run = pod.is_some_and(|p| p.metadata.deletion_timestamp.is_none());
+        let desired = match pod {
+            Some(p) => spec::desired(p, run),
+            None => plan::Desired {
+                run: false,
+                init: vec![],
+                containers: vec![],
+                restart: plan::RestartPolicy::Never,
+            },
+        };
+        let mut snap = runtime::observe(&self.shared.cri, &self.id.uid).await?;
+        let mut refs = Refs::default();
+        let mut paths = Some(BTreeMap::new());
+        if let (Some(p), true) = (pod, run) {
+            refs = self.refs(p).await?;
+            paths = self.volumes(p, &refs, &snap.pod_ip)?;
+        }
+        let mut next = Duration::from_secs(60);
+        for _ in 0..8 {
+            let plan = plan::plan(&desired, &snap.observed, SystemTime::now());
+            self.note_backoff(&plan);
+            if let Some(due) = plan.backoff.iter().map(|b| b.1).min() {
+                next = next.min(
+                    due.duration_since(SystemTime::now()).unwrap_or_default()
+                        + Duration::from_millis(50),
+                );
+            }
+            let mut actions = plan.actions;
+            let Some(paths) = &paths else {
+                // Volumes that cannot be set up hold the pod's start back (the kubelet waits
+                // for them before it makes the sandbox); stopping still happens.
+                actions.retain(|a| {
+                    !matches!(a, Action::RunSandbox { .. } | Action::StartContainer { .. })
+                });
+                for action in actions {
+                    self.apply(pod, &snap, action, &refs, &BTreeMap::new())
+                        .await?;
+                }
+                break;
+            };
+            if actions.is_empty() {
+                break;
+            }
+            for action in actions {
+                self.apply(pod, &snap, action, &refs, paths).await?;
+            }
+            snap = runtime::observe(&self.shared.cri, &self.id.uid).await?;
+        }
+        if !self.pulls.is_empty()
+            || self
+                .waiting
+                .values()
+                .any(|w| w.0 == "ErrImagePull" || w.0 == "ImagePullBackOff")
+        {
+            next = next.min(Duration::from_secs(5));
+        }
+        let Some(pod) = pod else {
+            if snap.observed.sandboxes.is_empty() && snap.observed.containers.is_empty() {
+                volumes::tear_down(&self.shared.config.root_directory, &self.id.uid)?;
+                return Ok(None);
+            }
+            return Ok(Some(Duration::from_secs(1)));
+        };
+        self.report(pod, &desired, &snap).await;
+        if !run
+            && snap
+                .observed
+                .containers
+                .iter()
+                .all(|c| !matches!(c.state, plan::State::Running { .. }))
+            && !self.deleted
+        {
+            self.final_delete(pod).await;
+            if !self.deleted {
+                next = next.min(Duration::from_secs(5));
+            }
+        }
+        Ok(Some(next))
+    }
+
+    /// Crash-loop back-offs become the containers' waiting reasons.
+    fn note_backoff(&mut self, plan: &plan::Plan) {
+        self.waiting.retain(|_, w| w.0 != "CrashLoopBackOff");
+        for (name, _, wait) in &plan.backoff {
+            let msg = format!(
+                "back-off {}s restarting failed container={name} pod={}_{}({})",
+                wait.as_secs(),
+                self.id.name,
+                self.id.namespace,
+                self.id.uid
+            );
+            self.waiting
+                .insert(name.clone(), ("CrashLoopBackOff".into(), msg));
+        }
+    }
+
+    async fn apply(
+        &mut self,
+        pod: Option<&Pod>,
+        snap: &Snapshot,
+        action: Action,
+        refs: &Refs,
+        paths: &BTreeMap<String, VolumePath>,
+    ) -> Result<(), EdgedError> {
+        let cri = &self.shared.cri;
+        tracing::debug!(pod = %self.id.key(), ?action, "applying");
+        match action {
+            Action::StopContainer { id, name } => {
+                let grace = pod.map_or(2, grace_period);
+                if let Some(p) = pod {
+                    self.pre_stop(p, &id, &name, grace).await;
+                }
+                ignore_missing(cri.stop_container(&id, grace).await)?;
+            }
+            Action::RemoveContainer { id } => ignore_missing(cri.remove_container(&id).await)?,
+            Action::StopSandbox { id } => ignore_missing(cri.stop_pod_sandbox(&id).await)?,
+            Action::RemoveSandbox { id } => ignore_missing(cri.remove_pod_sandbox(&id).await)?,
+            Action::RunSandbox { attempt } => {
+                let Some(p) = pod else { return Ok(()) };
+                let config = spec::sandbox_config(
+                    p,
+                    &self.id,
+                    attempt,
+                    &self.shared.config.pod_logs_directory,
+                    &self.shared.dns,
+                );
+                let dir = self.id.log_dir(&self.shared.config.pod_logs_directory);
+                std::fs::create_dir_all(&dir).map_err(|source| EdgedError::Io {
+                    what: "creating",
+                    path: dir,
+                    source,
+                })?;
+                let id = cri.run_pod_sandbox(config, "").await?;
+                tracing::info!(pod = %self.id.key(), sandbox = %id, attempt, "sandbox started");
+            }
+            Action::StartContainer {
+                name,
+                attempt,
+                sandbox,
+                ..
+            } => {
+                let Some(p) = pod else { return Ok(()) };
+                match self
+                    .start_container(p, snap, &name, attempt, &sandbox, refs, paths)
+                    .await
+                {
+                    Ok(()) => {
+                        self.waiting.remove(&name);
+                    }
+                    Err(EdgedError::Pod { reason, message }) => {
+                        tracing::warn!(pod = %self.id.key(), container = %name, reason, %message, "container cannot start");
+                        self.waiting.insert(name, (reason.into(), message));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn start_container(
+        &mut self,
+        pod: &Pod,
+        snap: &Snapshot,
+        name: &str,
+        attempt: u32,
+        sandbox: &str,
+        refs: &Refs,
+        paths: &BTreeMap<String, VolumePath>,
+    ) -> Result<(), EdgedError> {
+        let c = spec::container(pod, name).ok_or_else(|| {
+            EdgedError::pod(
+                "CreateContainerConfigError",
+                format!("no container {name} in the pod"),
+            )
+        })?;
+        let image = c.image.clone().unwrap_or_default();
+        self.ensure_image(&image, c.image_pull_policy.as_deref())
+            .await?;
+        let placement = Placement {
+            pod_ip: snap.pod_ip.clone(),
+            host_ip: self.shared.host_ip.clone(),
+        };
+        let envs = env::container_env(pod, c, refs, &placement)?;
+        let mounts = volumes::mounts(c, paths)?;
+        let sandbox_attempt = snap
+            .observed
+            .sandboxes
+            .iter()
+            .find(|s| s.id == sandbox)
+            .map_or(0, |s| s.attempt);
+        let sandbox_config = spec::sandbox_config(
+            pod,
+            &self.id,
+            sandbox_attempt,
+            &self.shared.config.pod_logs_directory,
+            &self.shared.dns,
+        );
+        let config = spec::container_config(&self.id, c, attempt, envs, mounts);
+        let cri = &self.shared.cri;
+        let id = cri
+            .create_container(sandbox, config, sandbox_config)
+            .await
+            .map_err(|e| EdgedError::pod("CreateContainerError", e.to_string()))?;
+        cri.start_container(&id)
+            .await
+            .map_err(|e| EdgedError::pod("RunContainerError", e.to_string()))?;
+        tracing::info!(pod = %self.id.key(), container = name, attempt, id = %id, "container started");
+        Ok(())
+    }
+
+    /// The image is present, or pulled per the policy; an offline node never fails a pod whose
+    /// image is present, whatever the policy says.
+    async fn ensure_image(&mut self, image: &str, policy: Option<&str>) -> Result<(), EdgedError> {
+        let cri = &self.shared.cri;
+        let present = cri.image_status(image).await?.is_some();
+        let policy = policy.unwrap_or_else(|| default_pull_policy(image));
+        let online = self.shared.online();
+        match (policy, present) {
+            ("Never", true) | ("IfNotPresent", true) => return Ok(()),
+            ("Never", false) => {
+                return Err(EdgedError::pod(
+                    "ErrImageNeverPull",
+                    format!("container image \"{image}\" is not present with pull policy of Never"),
+                ));
+            }
+            (_, true) if !online => {
+                tracing::info!(
+                    image,
+                    "offline: using the image present on the node instead of pulling it"
+                );
+                return Ok(());
+            }
+            _ => {}
+        }
+        let now = SystemTime::now();
+        if let Some((failures, until)) = self.pulls.get(image)
+            && now < *until
+        {
+            if present {
+                return Ok(());
+            }
+            return Err(EdgedError::pod(
+                "ImagePullBackOff",
+                format!("Back-off pulling image \"{image}\" ({failures} failed pulls)"),
+            ));
+        }
+        let pulled =
+            tokio::time::timeout(Duration::from_secs(120), cri.pull_image(image, None, None)).await;
+        match pulled {
+            Ok(Ok(_)) => {
+                self.pulls.remove(image);
+                Ok(())
+            }
+            failed => {
+                let failures = self.pulls.get(image).map_or(1, |f| f.0 + 1);
+                let wait = (plan::BACKOFF_INITIAL * 2u32.pow((failures - 1).min(5)))
+                    .min(plan::BACKOFF_MAX);
+                self.pulls.insert(image.to_string(), (failures, now + wait));
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "the pull timed out".into(),
+                };
+                if present {
+                    tracing::warn!(image, error = %why, "pull failed; using the image present on the node");
+                    return Ok(());
+                }
+                Err(EdgedError::pod(
+                    "ErrImagePull",
+                    format!("failed to pull image \"{image}\": {why}"),
+                ))
+            }
+        }
+    }
+
+    /// Runs the container's preStop exec hook, bounded by the grace period.
+    async fn pre_stop(&self, pod: &Pod, id: &str, name: &str, grace: i64) {
+        let Some(c) = spec::container(pod, name) else {
+            return;
+        };
+        let Some(cmd) = c
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.pre_stop.as_ref())
+            .and_then(|h| h.exec.as_ref())
+            .and_then(|e| e.command.clone())
+        else {
+            return;
+        };
+        if let Err(e) = self.shared.cri.exec_sync(id, cmd, grace.max(1)).await {
+            tracing::warn!(pod = %self.id.key(), container = name, error = %e, "preStop hook failed");
+        }
+    }
+
+    /// The configmaps, secrets and services the pod's env and volumes read.
+    async fn refs(&self, pod: &Pod) -> Result<Refs, EdgedError> {
+        let store = &self.shared.store;
+        let ns = &self.id.namespace;
+        let json = serde_json::to_value(pod).unwrap_or_default();
+        let mut refs = Refs::default();
+        for (resource, name) in apimachinery::podrefs::readable(&json) {
+            let Some(obj) = store
+                .get(&ObjKey::new(resource, ns.as_str(), name.as_str()))
+                .await?
+            else {
+                continue;
+            };
+            let value: Value = serde_json::from_slice(&obj.value).unwrap_or_default();
+            match resource {
+                "configmaps" => refs.configmaps.insert(name, value),
+                "secrets" => refs.secrets.insert(name, value),
+                _ => None,
+            };
+        }
+        let services = store
+            .list(objstore::ListOptions {
+                resource: "services".into(),
+                filter: objstore::Filter {
+                    namespace: Some(ns.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .await?;
+        refs.services = services
+            .items
+            .iter()
+            .filter_map(|o| serde_json::from_slice(&o.value).ok())
+            .collect();
+        if let Some(k) = store
+            .get(&ObjKey::new("services", "default", "kubernetes"))
+            .await?
+        {
+            refs.kubernetes = serde_json::from_slice(&k.value).ok();
+        }
+        Ok(refs)
+    }
+
+    /// Sets the pod's volumes up; returns each volume's host path and whether it is read-only
+    /// API data. A volume that cannot be set up becomes every container's waiting reason, and
+    /// `None` is returned.
+    fn volumes(
+        &mut self,
+        pod: &Pod,
+        refs: &Refs,
+        pod_ip: &str,
+    ) -> Result<Option<BTreeMap<String, VolumePath>>, EdgedError> {
+        let at = Placement {
+            pod_ip: pod_ip.into(),
+            host_ip: self.shared.host_ip.clone(),
+        };
+        let sources = match volumes::sources(pod, refs, &at) {
+            Ok(s) => {
+                self.waiting.retain(|_, w| w.0 != "ContainerCreating");
+                s
+            }
+            Err(EdgedError::Pod { reason, message }) => {
+                tracing::warn!(pod = %self.id.key(), %message, "volume cannot be set up");
+                for c in &spec::desired(pod, true).containers {
+                    self.waiting
+                        .insert(c.clone(), (reason.into(), message.clone()));
+                }
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let root = &self.shared.config.root_directory;
+        let mut paths = BTreeMap::new();
+        for (name, (kind, source)) in sources {
+            let path = volumes::set_up(root, &self.id.uid, &name, kind, &source)?;
+            paths.insert(name, (path, matches!(source, volumes::Source::Files(_))));
+        }
+        Ok(Some(paths))
+    }
+
+    /// Sends the pod's status if it changed since the last report.
+    async fn report(&mut self, pod: &Pod, desired: &plan::Desired, snap: &Snapshot) {
+        let extra = Extra {
+            pod_ip: if spec::host_network(pod) {
+                self.shared.host_ip.clone()
+            } else {
+                snap.pod_ip.clone()
+            },
+            host_ip: self.shared.host_ip.clone(),
+            waiting: self.waiting.clone(),
+            not_ready: Vec::new(),
+            image_ids: snap.image_ids.clone(),
+        };
+        let new = status::pod_status(pod, desired, &snap.observed, &extra, SystemTime::now());
+        let held = pod
+            .status
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok());
+        if self.reported.as_ref() == Some(&new) || same_status(held.as_ref(), &new) {
+            self.reported = Some(new);
+            return;
+        }
+        let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &self.id.namespace);
+        let patch = Patch::Merge(json!({"status": new}));
+        match api
+            .patch_status(&self.id.name, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => self.reported = Some(new),
+            Err(e) => {
+                tracing::warn!(pod = %self.id.key(), error = %e, "pod status not sent; retrying at the next sync")
+            }
+        }
+    }
+
+    /// The delete with grace 0 and the pod's uid that ends a graceful deletion.
+    async fn final_delete(&mut self, pod: &Pod) {
+        if pod.metadata.deletion_timestamp.is_none() {
+            return;
+        }
+        let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &self.id.namespace);
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(self.id.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&self.id.name, &params).await {
+            Ok(_) => self.deleted = true,
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => self.deleted = true,
+            Err(e) => {
+                tracing::info!(pod = %self.id.key(), error = %e, "final delete not accepted yet; retrying")
+            }
+        }
+    }
+}
+
+/// Whether the status held in the store already says what `new` says (ignoring how the API
+/// wrote its times).
+fn same_status(held: Option<&Value>, new: &Value) -> bool {
+    held.is_some_and(|h| strip_times(h.clone()) == strip_times(new.clone()))
+}
+
+fn strip_times(mut v: Value) -> Value {
+    if let Some(conds) = v["conditions"].as_array_mut() {
+        for c in conds {
+            if let Some(o) = c.as_object_mut() {
+                o.remove("lastTransitionTime");
+                o.remove("lastProbeTime");
+            }
+        }
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.remove("startTime");
+    }
+    v
+}
+
+/// The pod's grace period: the deletion's, else the spec's (default 30 s).
+fn grace_period(pod: &Pod) -> i64 {
+    pod.metadata
+        .deletion_grace_period_seconds
+        .or(pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds))
+        .unwrap_or(30)
+}
+
+/// `Always` for an untagged or `:latest` image, else `IfNotPresent` (the API's defaulting).
+fn default_pull_policy(image: &str) -> &'static str {
+    let name = image.rsplit('/').next().unwrap_or(image);
+    if image.contains('@') {
+        return "IfNotPresent";
+    }
+    match name.split_once(':') {
+        Some((_, "latest")) | None => "Always",
+        Some(_) => "IfNotPresent",
+    }
+}
+
+fn ignore_missing(r: Result<(), cri::CriError>) -> Result<(), EdgedError> {
+    match r {
+        Err(e) if e.is_not_found() => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_policy_defaults_follow_the_tag() {
+        assert_eq!(default_pull_policy("busybox"), "Always");
+        assert_eq!(default_pull_policy("busybox:latest"), "Always");
+        assert_eq!(default_pull_policy("registry.local:5000/busybox"), "Always");
+        assert_eq!(
+            default_pull_policy("registry.local/busybox:1.36"),
+            "IfNotPresent"
+        );
+        assert_eq!(default_pull_policy("busybox@sha256:abc"), "IfNotPresent");
+    }
+}
