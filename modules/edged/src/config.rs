@@ -41,6 +41,7 @@ pub struct Config {
     pub max_pods: u32,
     /// The cluster's DNS servers given to pods with `dnsPolicy: ClusterFirst`. Default none
     /// (the host's resolver settings are used).
+    #[serde(rename = "clusterDNS")]
     pub cluster_dns: Vec<String>,
     /// The cluster's DNS domain. Default `cluster.local`.
     pub cluster_domain: String,
