@@ -103,6 +103,8 @@ pub struct Session {
     /// `close` was called: only control frames go out from now on.
     closing: bool,
     stats: SessionStats,
+    /// `stats` as of the last [`Session::take_stats`].
+    taken: SessionStats,
 }
 
 // === impl SessionConfig ===
@@ -134,6 +136,7 @@ impl Session {
             progress: None,
             closing: false,
             stats: SessionStats::default(),
+            taken: SessionStats::default(),
         }
     }
 
@@ -319,6 +322,19 @@ impl Session {
 
     pub fn stats(&self) -> SessionStats {
         self.stats
+    }
+
+    /// What was counted since the last call (all of it at the first), for shells that add the
+    /// session's counters to longer-lived ones.
+    pub fn take_stats(&mut self) -> SessionStats {
+        let (now, was) = (self.stats, std::mem::replace(&mut self.taken, self.stats));
+        SessionStats {
+            sent: now.sent - was.sent,
+            retransmits: now.retransmits - was.retransmits,
+            acked: now.acked - was.acked,
+            received: now.received - was.received,
+            duplicates: now.duplicates - was.duplicates,
+        }
     }
 
     /// The round trip measured by the last answered ping.

@@ -321,6 +321,21 @@ fn acks_cover_only_what_the_application_processed() {
 }
 
 #[test]
+fn taken_stats_count_what_happened_since_the_last_take() {
+    let mut p = Pair::new();
+    p.cloud.push("a", 1);
+    p.run_for(Duration::from_millis(200));
+    let first = p.cloud.session.take_stats();
+    assert_eq!((first.sent, first.acked), (1, 1));
+    assert_eq!(p.cloud.session.take_stats(), wire::SessionStats::default());
+    p.cloud.push("b", 2);
+    p.run_for(Duration::from_millis(200));
+    let second = p.cloud.session.take_stats();
+    assert_eq!((second.sent, second.acked), (1, 1));
+    assert_eq!(p.cloud.session.stats().sent, 2, "the totals are kept");
+}
+
+#[test]
 fn a_silent_peer_is_dead_after_the_keepalive_timeout_on_both_ends() {
     let mut p = Pair::new();
     p.run_for(Duration::from_secs(600));

@@ -10,9 +10,7 @@ use beehive::{Context, Message, MsgId, Operation, SyncError};
 use link::{FrameSink, Incoming};
 use tokio::sync::mpsc;
 use tracing::Instrument;
-use wire::{
-    Event, Frame, Hello, HelloCheck, NodeResource, ResyncStart, Role, SessionStats, ToController,
-};
+use wire::{Event, Frame, Hello, HelloCheck, NodeResource, ResyncStart, Role, ToController};
 
 use crate::error::HubError;
 use crate::node::NodeSlot;
@@ -38,8 +36,6 @@ struct Session<'a> {
     slot: Arc<NodeSlot>,
     sink: FrameSink,
     core: wire::Session,
-    /// The core's counters already added to the node's stats.
-    reported: SessionStats,
     handled_tx: mpsc::UnboundedSender<Handled>,
     /// Ids queued before the digest was asked; dropped when the digests match.
     before_digest: Option<HashSet<MsgId>>,
@@ -206,7 +202,6 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
         slot: slot.clone(),
         sink,
         core: wire::Session::new(Role::Cloud, config, now()),
-        reported: SessionStats::default(),
         handled_tx,
         before_digest: None,
         asked_digest: false,
@@ -345,19 +340,14 @@ impl Session<'_> {
 
     /// Adds what the core counted since the last report to the node's stats.
     fn report_stats(&mut self) {
-        let now = self.core.stats();
-        let was = std::mem::replace(&mut self.reported, now);
+        let new = self.core.take_stats();
         let stats = &self.slot.stats;
-        stats.sent.fetch_add(now.sent - was.sent, Ordering::Relaxed);
+        stats.sent.fetch_add(new.sent, Ordering::Relaxed);
         stats
             .retransmits
-            .fetch_add(now.retransmits - was.retransmits, Ordering::Relaxed);
-        stats
-            .acked
-            .fetch_add(now.acked - was.acked, Ordering::Relaxed);
-        stats
-            .upstream
-            .fetch_add(now.received - was.received, Ordering::Relaxed);
+            .fetch_add(new.retransmits, Ordering::Relaxed);
+        stats.acked.fetch_add(new.acked, Ordering::Relaxed);
+        stats.upstream.fetch_add(new.received, Ordering::Relaxed);
     }
 
     fn next_deadline(&self) -> Instant {

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use wire::{
     Event, Frame, Hello, InventoryEntry, KeepaliveConfig, Limits, Outbound, Pushed, RecvConfig,
-    Role, SessionConfig, SessionStats, WindowConfig,
+    Role, SessionConfig, WindowConfig,
 };
 
 use crate::{EdgeHub, HubError, LinkState, NAME};
@@ -121,7 +121,6 @@ pub(crate) async fn run(
         sink,
         outbound,
         core: wire::Session::new(Role::Edge, config, now()),
-        reported: SessionStats::default(),
         to_meta: spawn_forwarder(hub.downstream.clone(), &hub.tasks, shutdown.clone()),
         at_meta: HashMap::new(),
         taken: Taken::default(),
@@ -151,8 +150,6 @@ struct Session<'a> {
     /// Upstream queue and window; per session (the durable queue is the outbox).
     outbound: Outbound,
     core: wire::Session,
-    /// The core's counters already added to the hub's stats.
-    reported: SessionStats,
     to_meta: mpsc::UnboundedSender<Message>,
     /// Downstream messages handed to metamanager, by id, with their seq.
     at_meta: HashMap<MsgId, u64>,
@@ -228,20 +225,15 @@ impl Session<'_> {
 
     /// Adds what the core counted since the last report to the hub's stats.
     fn report_stats(&mut self) {
-        let now = self.core.stats();
-        let was = std::mem::replace(&mut self.reported, now);
+        let new = self.core.take_stats();
         let stats = &self.hub.stats;
-        let sent = (now.sent + now.retransmits) - (was.sent + was.retransmits);
+        let sent = new.sent + new.retransmits;
         stats.upstream_sent.fetch_add(sent, Ordering::Relaxed);
-        stats
-            .upstream_acked
-            .fetch_add(now.acked - was.acked, Ordering::Relaxed);
-        stats
-            .downstream
-            .fetch_add(now.received - was.received, Ordering::Relaxed);
+        stats.upstream_acked.fetch_add(new.acked, Ordering::Relaxed);
+        stats.downstream.fetch_add(new.received, Ordering::Relaxed);
         stats
             .duplicates
-            .fetch_add(now.duplicates - was.duplicates, Ordering::Relaxed);
+            .fetch_add(new.duplicates, Ordering::Relaxed);
     }
 
     fn next_deadline(&self) -> Instant {
