@@ -53,14 +53,14 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         runtime.register(module);
         hub = Some(handle);
     }
+    let link = match &hub {
+        Some(hub) => link_of(hub.state(), shutdown.clone()),
+        None => never_linked(),
+    };
     let mut proxy = None;
     if config.modules.lw_proxy.enable {
-        let link = match &hub {
-            Some(hub) => link_of(hub.state(), shutdown.clone()),
-            None => never_linked(),
-        };
         let (module, handle) =
-            lwproxy::LwProxy::bind(config.modules.lw_proxy.clone(), meta.clone(), link)
+            lwproxy::LwProxy::bind(config.modules.lw_proxy.clone(), meta.clone(), link.clone())
                 .await
                 .context("starting modules.lwProxy")?;
         runtime.register(module);
@@ -76,10 +76,6 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
             .as_ref()
             .map(|h| h.node().to_string())
             .unwrap_or_default();
-        let link = match &hub {
-            Some(hub) => link_of(hub.state(), shutdown.clone()),
-            None => never_linked(),
-        };
         let module = edged::Edged::new(
             config.modules.edged.clone(),
             node,
@@ -103,14 +99,15 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     })
 }
 
-/// The link state of an edge without edgehub: never connected, so lwproxy forwards nothing.
+/// The link state of an edge without edgehub: never connected, so lwproxy forwards nothing
+/// and edged pulls no image it has.
 fn never_linked() -> watch::Receiver<lwproxy::Link> {
     // The receiver keeps the last value after its sender is gone.
     watch::channel(lwproxy::Link::Down).1
 }
 
-/// edgehub's link state as lwproxy sees it, followed until shutdown or until edgehub is gone
-/// (lwproxy then keeps the last state).
+/// edgehub's link state as lwproxy and edged see it, followed until shutdown or until edgehub
+/// is gone (they then keep the last state).
 fn link_of(
     mut hub: watch::Receiver<LinkState>,
     shutdown: CancellationToken,

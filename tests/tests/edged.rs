@@ -126,11 +126,13 @@ async fn a_pod_runs_is_reachable_reports_running_and_is_removed_on_delete() {
     })
     .await;
     let st = status(&pods, "web").await;
-    let ip = st["podIP"].as_str().unwrap().to_string();
-    let (net, _) = s.containerd.subnet();
-    assert!(
-        ip.starts_with(&net.to_string()[..net.to_string().len() - 1]),
-        "{ip} in {net}/24"
+    let ip: std::net::Ipv4Addr = st["podIP"].as_str().unwrap().parse().unwrap();
+    let (net, prefix) = s.containerd.subnet();
+    let mask = u32::MAX << (32 - prefix);
+    assert_eq!(
+        u32::from(ip) & mask,
+        u32::from(net),
+        "{ip} in {net}/{prefix}"
     );
     let ready = st["conditions"]
         .as_array()
@@ -160,7 +162,7 @@ async fn a_pod_runs_is_reachable_reports_running_and_is_removed_on_delete() {
         })
     })
     .await;
-    let addr: std::net::SocketAddr = format!("{ip}:8080").parse().unwrap();
+    let addr = std::net::SocketAddr::from((ip, 8080));
     eventually("the host reaches the pod's IP", WAIT, || async {
         testkit::http_get(addr, "/index.html")
             .await

@@ -22,8 +22,6 @@ pub struct Config {
     /// Container logs, in the kubelet's layout `<dir>/<ns>_<pod>_<uid>/<container>/<n>.log`.
     /// Default `/var/log/pods`.
     pub pod_logs_directory: PathBuf,
-    /// Static pod manifests. Default `/etc/kubeedge/manifests`.
-    pub manifest_path: PathBuf,
     /// How often the node's status is computed and sent when it changed (it is sent at least
     /// every 5 minutes). Default `10s`.
     #[serde(with = "daemon::duration")]
@@ -34,9 +32,6 @@ pub struct Config {
     /// PLEG period). Default `1s`.
     #[serde(with = "daemon::duration")]
     pub relist_period: Duration,
-    /// The longest a CRI call may take (image pulls excepted). Default `2m`.
-    #[serde(with = "daemon::duration")]
-    pub runtime_request_timeout: Duration,
     /// Pods this node accepts (node capacity `pods`). Default 110.
     pub max_pods: u32,
     /// The cluster's DNS servers given to pods with `dnsPolicy: ClusterFirst`. Default none
@@ -55,11 +50,9 @@ impl Default for Config {
             remote_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
             root_directory: "/var/lib/kubelet".into(),
             pod_logs_directory: "/var/log/pods".into(),
-            manifest_path: "/etc/kubeedge/manifests".into(),
             node_status_update_frequency: Duration::from_secs(10),
             node_lease_duration_seconds: 40,
             relist_period: Duration::from_secs(1),
-            runtime_request_timeout: Duration::from_secs(120),
             max_pods: 110,
             cluster_dns: Vec::new(),
             cluster_domain: "cluster.local".into(),

@@ -44,7 +44,6 @@ pub const NAME: &str = "edged";
 
 /// The edged module.
 pub struct Edged {
-    config: Config,
     shared: Arc<Shared>,
 }
 
@@ -93,7 +92,7 @@ impl Edged {
                 servers: config.cluster_dns.clone(),
                 domain: config.cluster_domain.clone(),
             },
-            config: config.clone(),
+            config,
             node,
             cri,
             store,
@@ -103,7 +102,6 @@ impl Edged {
             workers: Mutex::new(HashMap::new()),
         };
         Ok(Edged {
-            config,
             shared: Arc::new(shared),
         })
     }
@@ -120,7 +118,7 @@ impl Module for Edged {
     }
 
     fn enabled(&self) -> bool {
-        self.config.enable
+        self.shared.config.enable
     }
 
     async fn run(
@@ -196,13 +194,11 @@ impl Shared {
         }
     }
 
-    fn wake_all(&self) {
-        for w in self
-            .workers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-        {
+    /// Wakes the workers of the pods in `namespace` (a configmap or secret there changed:
+    /// their volumes may need new files).
+    fn wake_namespace(&self, namespace: &str) {
+        let workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        for w in workers.values().filter(|w| w.namespace == namespace) {
             w.wake.notify_one();
         }
     }
@@ -220,22 +216,19 @@ async fn supervise(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(
     for obj in &listed.items {
         on_pod(&shared, obj, false, &shutdown);
     }
-    adopt_orphans(&shared, &shutdown).await?;
+    remove_orphans(&shared, &shutdown).await?;
     let mut pods = shared
         .store
         .watch(WatchOptions::from_revision(listed.revision).resource("pods"))?;
+    // Services matter only when a container starts, which reads them then.
     let from = shared.store.revision();
-    let mut refs = shared
-        .store
-        .watch(WatchOptions::from_revision(from).predicate(|o| {
-            matches!(
-                o.key.resource.as_str(),
-                "configmaps" | "secrets" | "services"
-            )
-        }))?;
+    let mut refs = shared.store.watch(
+        WatchOptions::from_revision(from)
+            .predicate(|o| matches!(o.key.resource.as_str(), "configmaps" | "secrets")),
+    )?;
     let mut relist = tokio::time::interval(shared.config.relist_period);
     relist.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut seen: HashMap<String, Vec<String>> = HashMap::new();
+    let mut seen: HashMap<String, runtime::Held> = HashMap::new();
     loop {
         tokio::select! {
             biased;
@@ -246,7 +239,7 @@ async fn supervise(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(
                 None => return Ok(()),
             },
             event = refs.next() => match event {
-                Some(Ok(_)) => shared.wake_all(),
+                Some(Ok(e)) => shared.wake_namespace(&e.object.key.namespace),
                 Some(Err(e)) => return Err(e.into()),
                 None => return Ok(()),
             },
@@ -259,8 +252,8 @@ async fn supervise(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(
                     }
                 };
                 let workers = shared.workers.lock().unwrap_or_else(|e| e.into_inner());
-                for (uid, state) in &now {
-                    if seen.get(uid) != Some(state)
+                for (uid, held) in &now {
+                    if seen.get(uid).map(|s| &s.fingerprint) != Some(&held.fingerprint)
                         && let Some(w) = workers.get(uid)
                     {
                         w.wake.notify_one();
@@ -305,36 +298,23 @@ fn on_pod(
     shared.dispatch(&uid, id, Some(Arc::new(pod)), shutdown);
 }
 
-/// Sandboxes edged made for pods that are no longer in the store get a worker that removes them.
-async fn adopt_orphans(
+/// Pods edged holds sandboxes or containers of that are no longer in the store get a worker
+/// that removes them.
+async fn remove_orphans(
     shared: &Arc<Shared>,
     shutdown: &CancellationToken,
 ) -> Result<(), EdgedError> {
-    let held = runtime::relist(&shared.cri).await?;
-    let sandboxes = shared.cri.list_pod_sandboxes(None).await?;
-    for uid in held.keys() {
+    for (uid, held) in runtime::relist(&shared.cri).await? {
         let known = shared
             .workers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .contains_key(uid);
-        if known || uid.is_empty() {
-            continue;
-        }
-        let Some(meta) = sandboxes
-            .iter()
-            .filter_map(|s| s.metadata.as_ref())
-            .find(|m| &m.uid == uid)
-        else {
+            .contains_key(&uid);
+        let Some(id) = held.id.filter(|_| !known && !uid.is_empty()) else {
             continue;
         };
-        let id = PodId {
-            namespace: meta.namespace.clone(),
-            name: meta.name.clone(),
-            uid: uid.clone(),
-        };
-        tracing::info!(pod = %id.key(), uid, "sandbox of a pod no longer on this node: removing it");
-        shared.dispatch(uid, id, None, shutdown);
+        tracing::info!(pod = %id.key(), uid, "pod no longer on this node: removing what it left");
+        shared.dispatch(&uid, id, None, shutdown);
     }
     Ok(())
 }

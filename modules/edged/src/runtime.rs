@@ -8,7 +8,7 @@ use cri::{Cri, api};
 
 use crate::error::EdgedError;
 use crate::plan::{Container, Observed, Sandbox, State};
-use crate::spec::{MANAGED, POD_UID};
+use crate::spec::{MANAGED, POD_NAME, POD_NAMESPACE, POD_UID, PodId};
 
 /// What the runtime holds for one pod, with what the status needs besides.
 #[derive(Clone, Debug, Default)]
@@ -21,61 +21,65 @@ pub struct Snapshot {
     pub image_ids: BTreeMap<String, String>,
 }
 
-/// Every managed sandbox's pod uid and state, and a fingerprint of the pod's containers (to
-/// tell which pods changed since the last relist).
-pub async fn relist(cri: &Cri) -> Result<HashMap<String, Vec<String>>, EdgedError> {
-    let selector = || HashMap::from([(MANAGED.to_string(), "true".to_string())]);
+/// What the runtime holds of edged's for each pod, by pod uid.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    /// The pod's identity, from the labels of its sandboxes and containers.
+    pub id: Option<PodId>,
+    /// `(id, state)` of its sandboxes and containers, sorted: it changes when anything of the
+    /// pod started, stopped, appeared or went (the relist compares it).
+    pub fingerprint: Vec<(String, i32)>,
+}
+
+/// Every pod edged has sandboxes or containers for (the relist).
+pub async fn relist(cri: &Cri) -> Result<HashMap<String, Held>, EdgedError> {
+    let (sandboxes, containers) = list(cri, None).await?;
+    let mut pods: HashMap<String, Held> = HashMap::new();
+    let sandboxes = sandboxes.into_iter().map(|s| (s.labels, s.id, s.state));
+    let containers = containers.into_iter().map(|c| (c.labels, c.id, c.state));
+    for (labels, id, state) in sandboxes.chain(containers) {
+        let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        let held = pods.entry(label(POD_UID)).or_default();
+        held.fingerprint.push((id, state));
+        held.id.get_or_insert_with(|| PodId {
+            namespace: label(POD_NAMESPACE),
+            name: label(POD_NAME),
+            uid: label(POD_UID),
+        });
+    }
+    for held in pods.values_mut() {
+        held.fingerprint.sort();
+    }
+    Ok(pods)
+}
+
+/// The sandboxes and containers edged made, of pod `uid` or of every pod.
+async fn list(
+    cri: &Cri,
+    uid: Option<&str>,
+) -> Result<(Vec<api::PodSandbox>, Vec<api::Container>), EdgedError> {
+    let mut selector = HashMap::from([(MANAGED.to_string(), "true".to_string())]);
+    if let Some(uid) = uid {
+        selector.insert(POD_UID.to_string(), uid.to_string());
+    }
     let sandboxes = cri
         .list_pod_sandboxes(Some(api::PodSandboxFilter {
-            label_selector: selector(),
+            label_selector: selector.clone(),
             ..Default::default()
         }))
         .await?;
     let containers = cri
         .list_containers(Some(api::ContainerFilter {
-            label_selector: selector(),
+            label_selector: selector,
             ..Default::default()
         }))
         .await?;
-    let mut pods: HashMap<String, Vec<String>> = HashMap::new();
-    for s in sandboxes {
-        let uid = s.labels.get(POD_UID).cloned().unwrap_or_default();
-        pods.entry(uid)
-            .or_default()
-            .push(format!("s{}:{}", s.id, s.state));
-    }
-    for c in containers {
-        let uid = c.labels.get(POD_UID).cloned().unwrap_or_default();
-        pods.entry(uid)
-            .or_default()
-            .push(format!("c{}:{}", c.id, c.state));
-    }
-    for v in pods.values_mut() {
-        v.sort();
-    }
-    Ok(pods)
+    Ok((sandboxes, containers))
 }
 
 /// What the runtime holds for pod `uid`.
 pub async fn observe(cri: &Cri, uid: &str) -> Result<Snapshot, EdgedError> {
-    let selector = || {
-        HashMap::from([
-            (MANAGED.to_string(), "true".to_string()),
-            (POD_UID.to_string(), uid.to_string()),
-        ])
-    };
-    let sandboxes = cri
-        .list_pod_sandboxes(Some(api::PodSandboxFilter {
-            label_selector: selector(),
-            ..Default::default()
-        }))
-        .await?;
-    let listed = cri
-        .list_containers(Some(api::ContainerFilter {
-            label_selector: selector(),
-            ..Default::default()
-        }))
-        .await?;
+    let (sandboxes, listed) = list(cri, Some(uid)).await?;
     let mut snap = Snapshot::default();
     for s in &sandboxes {
         snap.observed.sandboxes.push(Sandbox {

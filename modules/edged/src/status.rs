@@ -21,8 +21,6 @@ pub struct Extra {
     pub host_ip: String,
     /// A waiting reason and message per container (image pulls, config errors, back-off).
     pub waiting: BTreeMap<String, (String, String)>,
-    /// Readiness per container (from its probe; a container without one is ready once running).
-    pub not_ready: Vec<String>,
     /// Image id per container id.
     pub image_ids: BTreeMap<String, String>,
 }
@@ -183,30 +181,20 @@ fn container_status(c: &Spec, observed: &Observed, sandbox: Option<&str>, extra:
             .filter(|o| o.name == c.name && o.attempt < l.attempt)
             .max_by_key(|o| o.attempt)
     });
-    let in_sandbox = latest.is_some_and(|l| Some(l.sandbox.as_str()) == sandbox);
-    let waiting = extra.waiting.get(&c.name);
-    let mut state = match (latest, waiting) {
-        (_, Some((reason, message)))
-            if !matches!(latest.map(|l| &l.state), Some(State::Running { .. })) =>
-        {
-            json!({"waiting": {"reason": reason, "message": message}})
-        }
-        (Some(l), _) => state_of(l),
-        (None, _) => json!({"waiting": {"reason": "ContainerCreating"}}),
+    let running = matches!(latest.map(|l| &l.state), Some(State::Running { .. }));
+    let waiting = extra.waiting.get(&c.name).filter(|_| !running);
+    let state = match (latest, waiting) {
+        (_, Some((reason, message))) => json!({"waiting": {"reason": reason, "message": message}}),
+        (Some(l), None) => state_of(l),
+        (None, None) => json!({"waiting": {"reason": "ContainerCreating"}}),
     };
-    let mut last = previous.map(state_of).unwrap_or_else(|| json!({}));
-    if let (Some(l), Some(_)) = (latest, waiting)
-        && matches!(l.state, State::Exited { .. })
-    {
-        last = state_of(l);
-    }
-    if state.get("waiting").is_some() && state["waiting"]["message"].is_null() {
-        state["waiting"]
-            .as_object_mut()
-            .map(|w| w.remove("message"));
-    }
-    let running = matches!(latest.map(|l| &l.state), Some(State::Running { .. })) && in_sandbox;
-    let ready = running && !extra.not_ready.contains(&c.name);
+    // While a container waits to start again, the exit it waits after is its last state.
+    let last = match latest {
+        Some(l) if waiting.is_some() && matches!(l.state, State::Exited { .. }) => state_of(l),
+        _ => previous.map(state_of).unwrap_or_else(|| json!({})),
+    };
+    // A container running outside the pod's current sandbox is being stopped.
+    let ready = running && latest.is_some_and(|l| Some(l.sandbox.as_str()) == sandbox);
     let mut s = json!({
         "name": c.name,
         "image": c.image.clone().unwrap_or_default(),
@@ -214,7 +202,7 @@ fn container_status(c: &Spec, observed: &Observed, sandbox: Option<&str>, extra:
         "state": state,
         "lastState": last,
         "ready": ready,
-        "started": running,
+        "started": ready,
         "restartCount": latest.map_or(0, |l| l.attempt),
     });
     if let Some(l) = latest {

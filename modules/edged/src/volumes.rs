@@ -10,7 +10,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use cri::api;
-use k8s_openapi::api::core::v1::{Container, KeyToPath, Pod, Volume};
+use k8s_openapi::api::core::v1::{Container, DownwardAPIVolumeFile, KeyToPath, Pod, Volume};
 
 use crate::env::{self, Placement, Refs};
 use crate::error::EdgedError;
@@ -69,81 +69,45 @@ fn source(
     if let Some(h) = &v.host_path {
         return Ok(("host-path", Source::Host(PathBuf::from(&h.path))));
     }
+    let keyed = |name: &str, secret, items: &Option<Vec<KeyToPath>>, optional, mode| {
+        keyed(refs, name, secret, items.as_deref(), mode, optional).map_err(failed)
+    };
+    let downward = |items: &Option<Vec<DownwardAPIVolumeFile>>, mode| {
+        downward(pod, items.as_deref().unwrap_or_default(), mode, at).map_err(failed)
+    };
+    let mode_of = |m: Option<i32>| m.map_or(0o644, |m| m as u32);
     if let Some(cm) = &v.config_map {
-        let mode = cm.default_mode.unwrap_or(0o644) as u32;
-        let files = keyed(
-            refs,
-            &cm.name,
-            false,
-            cm.items.as_deref(),
-            mode,
-            cm.optional,
-        )
-        .map_err(failed)?;
+        let mode = mode_of(cm.default_mode);
+        let files = keyed(&cm.name, false, &cm.items, cm.optional, mode)?;
         return Ok(("configmap", Source::Files(files)));
     }
-    if let Some(s) = &v.secret {
-        let name = s.secret_name.clone().unwrap_or_default();
-        let mode = s.default_mode.unwrap_or(0o644) as u32;
-        let files =
-            keyed(refs, &name, true, s.items.as_deref(), mode, s.optional).map_err(failed)?;
+    if let Some(sec) = &v.secret {
+        let name = sec.secret_name.as_deref().unwrap_or_default();
+        let files = keyed(
+            name,
+            true,
+            &sec.items,
+            sec.optional,
+            mode_of(sec.default_mode),
+        )?;
         return Ok(("secret", Source::Files(files)));
     }
     if let Some(d) = &v.downward_api {
-        let mode = d.default_mode.unwrap_or(0o644) as u32;
-        let mut files = Files::new();
-        for item in d.items.iter().flatten() {
-            if let Some(f) = &item.field_ref {
-                let value = env::field_value(pod, &f.field_path, at);
-                let mode = item.mode.map_or(mode, |m| m as u32);
-                files.insert(
-                    checked(&item.path).map_err(failed)?,
-                    (value.into_bytes(), mode),
-                );
-            }
-        }
+        let files = downward(&d.items, mode_of(d.default_mode))?;
         return Ok(("downward-api", Source::Files(files)));
     }
     if let Some(p) = &v.projected {
-        let mode = p.default_mode.unwrap_or(0o644) as u32;
+        let mode = mode_of(p.default_mode);
         let mut files = Files::new();
         for s in p.sources.iter().flatten() {
             if let Some(cm) = &s.config_map {
-                files.extend(
-                    keyed(
-                        refs,
-                        &cm.name,
-                        false,
-                        cm.items.as_deref(),
-                        mode,
-                        cm.optional,
-                    )
-                    .map_err(failed)?,
-                );
+                files.extend(keyed(&cm.name, false, &cm.items, cm.optional, mode)?);
             }
             if let Some(sec) = &s.secret {
-                files.extend(
-                    keyed(
-                        refs,
-                        &sec.name,
-                        true,
-                        sec.items.as_deref(),
-                        mode,
-                        sec.optional,
-                    )
-                    .map_err(failed)?,
-                );
+                files.extend(keyed(&sec.name, true, &sec.items, sec.optional, mode)?);
             }
             if let Some(d) = &s.downward_api {
-                for item in d.items.iter().flatten() {
-                    if let Some(f) = &item.field_ref {
-                        let value = env::field_value(pod, &f.field_path, at);
-                        files.insert(
-                            checked(&item.path).map_err(failed)?,
-                            (value.into_bytes(), mode),
-                        );
-                    }
-                }
+                files.extend(downward(&d.items, mode)?);
             }
             if let Some(t) = &s.service_account_token {
                 // The token itself comes from the TokenRequest API; until it is fetched the file
@@ -154,6 +118,24 @@ fn source(
         return Ok(("projected", Source::Files(files)));
     }
     Err(failed("this volume type is not supported by edged".into()))
+}
+
+/// The files of downward-API items (pod fields; each item's mode or `mode`).
+fn downward(
+    pod: &Pod,
+    items: &[DownwardAPIVolumeFile],
+    mode: u32,
+    at: &Placement,
+) -> Result<Files, String> {
+    let mut files = Files::new();
+    for item in items {
+        if let Some(f) = &item.field_ref {
+            let value = env::field_value(pod, &f.field_path, at);
+            let mode = item.mode.map_or(mode, |m| m as u32);
+            files.insert(checked(&item.path)?, (value.into_bytes(), mode));
+        }
+    }
+    Ok(files)
 }
 
 /// The files of a configmap or secret volume: every key, or the listed items.

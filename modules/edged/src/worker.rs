@@ -26,12 +26,28 @@ use crate::volumes;
 /// Where a volume is on the host, and whether it holds API data (mounted read-only).
 type VolumePath = (std::path::PathBuf, bool);
 
+/// How long a stopping container of a pod no longer in the store gets (its grace period is
+/// not known any more).
+const ORPHAN_GRACE_SECONDS: i64 = 2;
+/// The longest an image pull may take.
+const PULL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What a pod's containers are started with: the objects their env reads, and where each
+/// volume is (`None` while a volume cannot be set up: nothing starts then).
+#[derive(Default)]
+struct Inputs {
+    refs: Refs,
+    volumes: Option<BTreeMap<String, VolumePath>>,
+}
+
 /// How a pod's worker is reached.
 pub struct WorkerHandle {
     /// The pod as the store holds it; `None` once it left the store.
     pub pod: watch::Sender<Option<Arc<Pod>>>,
     /// Wakes the worker for a sync (its containers changed, a referenced object changed).
     pub wake: Arc<Notify>,
+    /// The pod's namespace (a configmap or secret there wakes it).
+    pub namespace: String,
 }
 
 /// A pod worker's state.
@@ -57,6 +73,8 @@ pub fn spawn(
 ) -> WorkerHandle {
     let (tx, rx) = watch::channel(pod);
     let wake = Arc::new(Notify::new());
+    let namespace = id.namespace.clone();
+    let span = tracing::info_span!("pod", pod = %id.key(), uid = %id.uid);
     let worker = Worker {
         shared: shared.clone(),
         id,
@@ -65,8 +83,15 @@ pub fn spawn(
         reported: None,
         deleted: false,
     };
-    shared.tasks.spawn(worker.run(rx, wake.clone(), shutdown));
-    WorkerHandle { pod: tx, wake }
+    let run = worker.run(rx, wake.clone(), shutdown);
+    shared
+        .tasks
+        .spawn(tracing::Instrument::instrument(run, span));
+    WorkerHandle {
+        pod: tx,
+        wake,
+        namespace,
+    }
 }
 
 // === impl Worker ===
@@ -78,20 +103,17 @@ impl Worker {
         wake: Arc<Notify>,
         shutdown: CancellationToken,
     ) {
-        let span = tracing::info_span!("pod", pod = %self.id.key(), uid = %self.id.uid);
-        let _enter = span.enter();
-        drop(_enter);
         loop {
             let current = pod.borrow_and_update().clone();
             let next = match self.sync(current.as_deref()).await {
                 Ok(Some(next)) => next,
                 Ok(None) => {
-                    tracing::info!(pod = %self.id.key(), "pod removed from the node");
+                    tracing::info!("pod removed from the node");
                     self.shared.forget(&self.id.uid);
                     return;
                 }
                 Err(e) => {
-                    tracing::warn!(pod = %self.id.key(), error = %beehive::ErrorChain(&e), "pod sync failed; retrying");
+                    tracing::warn!(error = %beehive::ErrorChain(&e), "pod sync failed; retrying");
                     Duration::from_secs(2)
                 }
             };
@@ -122,50 +144,14 @@ impl Worker {
             },
         };
         let mut snap = runtime::observe(&self.shared.cri, &self.id.uid).await?;
-        let mut refs = Refs::default();
-        let mut paths = Some(BTreeMap::new());
-        if let (Some(p), true) = (pod, run) {
-            refs = self.refs(p).await?;
-            paths = self.volumes(p, &refs, &snap.pod_ip)?;
-        }
-        let mut next = Duration::from_secs(60);
-        for _ in 0..8 {
-            let plan = plan::plan(&desired, &snap.observed, SystemTime::now());
-            self.note_backoff(&plan);
-            if let Some(due) = plan.backoff.iter().map(|b| b.1).min() {
-                next = next.min(
-                    due.duration_since(SystemTime::now()).unwrap_or_default()
-                        + Duration::from_millis(50),
-                );
-            }
-            let mut actions = plan.actions;
-            let Some(paths) = &paths else {
-                // Volumes that cannot be set up hold the pod's start back (the kubelet waits
-                // for them before it makes the sandbox); stopping still happens.
-                actions.retain(|a| {
-                    !matches!(a, Action::RunSandbox { .. } | Action::StartContainer { .. })
-                });
-                for action in actions {
-                    self.apply(pod, &snap, action, &refs, &BTreeMap::new())
-                        .await?;
-                }
-                break;
-            };
-            if actions.is_empty() {
-                break;
-            }
-            for action in actions {
-                self.apply(pod, &snap, action, &refs, paths).await?;
-            }
-            snap = runtime::observe(&self.shared.cri, &self.id.uid).await?;
-        }
-        if !self.pulls.is_empty()
-            || self
-                .waiting
-                .values()
-                .any(|w| w.0 == "ErrImagePull" || w.0 == "ImagePullBackOff")
-        {
-            next = next.min(Duration::from_secs(5));
+        let inputs = match pod {
+            Some(p) if run => self.inputs(p, &snap.pod_ip).await?,
+            _ => Inputs::default(),
+        };
+        let mut next = self.converge(pod, &desired, &mut snap, &inputs).await?;
+        let now = SystemTime::now();
+        if let Some(retry) = self.pulls.values().map(|p| p.1).min() {
+            next = next.min(retry.duration_since(now).unwrap_or_default());
         }
         let Some(pod) = pod else {
             if snap.observed.sandboxes.is_empty() && snap.observed.containers.is_empty() {
@@ -175,6 +161,7 @@ impl Worker {
             return Ok(Some(Duration::from_secs(1)));
         };
         self.report(pod, &desired, &snap).await;
+        // Not running: being deleted (a pod that left the node was handled above).
         if !run
             && snap
                 .observed
@@ -189,6 +176,42 @@ impl Worker {
             }
         }
         Ok(Some(next))
+    }
+
+    /// Plans and applies until the runtime matches the pod (a few rounds: a new sandbox, then
+    /// its containers); returns when to sync again at the latest (a back-off's end).
+    async fn converge(
+        &mut self,
+        pod: Option<&Pod>,
+        desired: &plan::Desired,
+        snap: &mut Snapshot,
+        inputs: &Inputs,
+    ) -> Result<Duration, EdgedError> {
+        let mut next = Duration::from_secs(60);
+        for _ in 0..8 {
+            let plan = plan::plan(desired, &snap.observed, SystemTime::now());
+            self.note_backoff(&plan);
+            if let Some(due) = plan.backoff.iter().map(|b| b.1).min() {
+                let wait = due.duration_since(SystemTime::now()).unwrap_or_default();
+                next = next.min(wait + Duration::from_millis(50));
+            }
+            let mut actions = plan.actions;
+            if inputs.volumes.is_none() {
+                // Volumes that cannot be set up hold the pod's start back (the kubelet waits
+                // for them before it makes the sandbox); stopping still happens.
+                actions.retain(|a| {
+                    !matches!(a, Action::RunSandbox { .. } | Action::StartContainer { .. })
+                });
+            }
+            if actions.is_empty() {
+                break;
+            }
+            for action in actions {
+                self.apply(pod, snap, action, inputs).await?;
+            }
+            *snap = runtime::observe(&self.shared.cri, &self.id.uid).await?;
+        }
+        Ok(next)
     }
 
     /// Crash-loop back-offs become the containers' waiting reasons.
@@ -212,14 +235,13 @@ impl Worker {
         pod: Option<&Pod>,
         snap: &Snapshot,
         action: Action,
-        refs: &Refs,
-        paths: &BTreeMap<String, VolumePath>,
+        inputs: &Inputs,
     ) -> Result<(), EdgedError> {
         let cri = &self.shared.cri;
-        tracing::debug!(pod = %self.id.key(), ?action, "applying");
+        tracing::debug!(?action, "applying");
         match action {
             Action::StopContainer { id, name } => {
-                let grace = pod.map_or(2, grace_period);
+                let grace = pod.map_or(ORPHAN_GRACE_SECONDS, grace_period);
                 if let Some(p) = pod {
                     self.pre_stop(p, &id, &name, grace).await;
                 }
@@ -230,13 +252,7 @@ impl Worker {
             Action::RemoveSandbox { id } => ignore_missing(cri.remove_pod_sandbox(&id).await)?,
             Action::RunSandbox { attempt } => {
                 let Some(p) = pod else { return Ok(()) };
-                let config = spec::sandbox_config(
-                    p,
-                    &self.id,
-                    attempt,
-                    &self.shared.config.pod_logs_directory,
-                    &self.shared.dns,
-                );
+                let config = self.sandbox_config(p, attempt);
                 let dir = self.id.log_dir(&self.shared.config.pod_logs_directory);
                 std::fs::create_dir_all(&dir).map_err(|source| EdgedError::Io {
                     what: "creating",
@@ -244,7 +260,7 @@ impl Worker {
                     source,
                 })?;
                 let id = cri.run_pod_sandbox(config, "").await?;
-                tracing::info!(pod = %self.id.key(), sandbox = %id, attempt, "sandbox started");
+                tracing::info!(sandbox = %id, attempt, "sandbox started");
             }
             Action::StartContainer {
                 name,
@@ -254,14 +270,14 @@ impl Worker {
             } => {
                 let Some(p) = pod else { return Ok(()) };
                 match self
-                    .start_container(p, snap, &name, attempt, &sandbox, refs, paths)
+                    .start_container(p, snap, &name, attempt, &sandbox, inputs)
                     .await
                 {
                     Ok(()) => {
                         self.waiting.remove(&name);
                     }
                     Err(EdgedError::Pod { reason, message }) => {
-                        tracing::warn!(pod = %self.id.key(), container = %name, reason, %message, "container cannot start");
+                        tracing::warn!(container = %name, reason, %message, "container cannot start");
                         self.waiting.insert(name, (reason.into(), message));
                     }
                     Err(e) => return Err(e),
@@ -271,7 +287,6 @@ impl Worker {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn start_container(
         &mut self,
         pod: &Pod,
@@ -279,8 +294,7 @@ impl Worker {
         name: &str,
         attempt: u32,
         sandbox: &str,
-        refs: &Refs,
-        paths: &BTreeMap<String, VolumePath>,
+        inputs: &Inputs,
     ) -> Result<(), EdgedError> {
         let c = spec::container(pod, name).ok_or_else(|| {
             EdgedError::pod(
@@ -295,21 +309,17 @@ impl Worker {
             pod_ip: snap.pod_ip.clone(),
             host_ip: self.shared.host_ip.clone(),
         };
-        let envs = env::container_env(pod, c, refs, &placement)?;
-        let mounts = volumes::mounts(c, paths)?;
+        let mut refs = inputs.refs.clone();
+        self.add_services(&mut refs).await?;
+        let envs = env::container_env(pod, c, &refs, &placement)?;
+        let mounts = volumes::mounts(c, inputs.volumes.as_ref().unwrap_or(&BTreeMap::new()))?;
         let sandbox_attempt = snap
             .observed
             .sandboxes
             .iter()
             .find(|s| s.id == sandbox)
             .map_or(0, |s| s.attempt);
-        let sandbox_config = spec::sandbox_config(
-            pod,
-            &self.id,
-            sandbox_attempt,
-            &self.shared.config.pod_logs_directory,
-            &self.shared.dns,
-        );
+        let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
         let config = spec::container_config(&self.id, c, attempt, envs, mounts);
         let cri = &self.shared.cri;
         let id = cri
@@ -319,8 +329,15 @@ impl Worker {
         cri.start_container(&id)
             .await
             .map_err(|e| EdgedError::pod("RunContainerError", e.to_string()))?;
-        tracing::info!(pod = %self.id.key(), container = name, attempt, id = %id, "container started");
+        tracing::info!(container = name, attempt, id = %id, "container started");
         Ok(())
+    }
+
+    /// The config of the pod's sandbox attempt `attempt` (the same for creating the sandbox
+    /// and each of its containers).
+    fn sandbox_config(&self, pod: &Pod, attempt: u32) -> cri::api::PodSandboxConfig {
+        let logs = &self.shared.config.pod_logs_directory;
+        spec::sandbox_config(pod, &self.id, attempt, logs, &self.shared.dns)
     }
 
     /// The image is present, or pulled per the policy; an offline node never fails a pod whose
@@ -359,8 +376,7 @@ impl Worker {
                 format!("Back-off pulling image \"{image}\" ({failures} failed pulls)"),
             ));
         }
-        let pulled =
-            tokio::time::timeout(Duration::from_secs(120), cri.pull_image(image, None, None)).await;
+        let pulled = tokio::time::timeout(PULL_TIMEOUT, cri.pull_image(image, None, None)).await;
         match pulled {
             Ok(Ok(_)) => {
                 self.pulls.remove(image);
@@ -402,17 +418,28 @@ impl Worker {
             return;
         };
         if let Err(e) = self.shared.cri.exec_sync(id, cmd, grace.max(1)).await {
-            tracing::warn!(pod = %self.id.key(), container = name, error = %e, "preStop hook failed");
+            tracing::warn!(container = name, error = %e, "preStop hook failed");
         }
     }
 
-    /// The configmaps, secrets and services the pod's env and volumes read.
+    /// The configmaps and secrets the pod reads, and its volumes set up with them.
+    async fn inputs(&mut self, pod: &Pod, pod_ip: &str) -> Result<Inputs, EdgedError> {
+        let refs = self.refs(pod).await?;
+        let volumes = self.volumes(pod, &refs, pod_ip)?;
+        Ok(Inputs { refs, volumes })
+    }
+
+    /// The configmaps and secrets the pod's env and volumes read.
     async fn refs(&self, pod: &Pod) -> Result<Refs, EdgedError> {
         let store = &self.shared.store;
         let ns = &self.id.namespace;
         let json = serde_json::to_value(pod).unwrap_or_default();
         let mut refs = Refs::default();
-        for (resource, name) in apimachinery::podrefs::readable(&json) {
+        let read = apimachinery::podrefs::readable(&json);
+        for (resource, name) in read
+            .into_iter()
+            .filter(|(r, _)| matches!(*r, "configmaps" | "secrets"))
+        {
             let Some(obj) = store
                 .get(&ObjKey::new(resource, ns.as_str(), name.as_str()))
                 .await?
@@ -426,6 +453,14 @@ impl Worker {
                 _ => None,
             };
         }
+        Ok(refs)
+    }
+
+    /// Adds the services a starting container's variables name: its namespace's and
+    /// `default/kubernetes`.
+    async fn add_services(&self, refs: &mut Refs) -> Result<(), EdgedError> {
+        let store = &self.shared.store;
+        let ns = &self.id.namespace;
         let services = store
             .list(objstore::ListOptions {
                 resource: "services".into(),
@@ -447,7 +482,7 @@ impl Worker {
         {
             refs.kubernetes = serde_json::from_slice(&k.value).ok();
         }
-        Ok(refs)
+        Ok(())
     }
 
     /// Sets the pod's volumes up; returns each volume's host path and whether it is read-only
@@ -469,7 +504,7 @@ impl Worker {
                 s
             }
             Err(EdgedError::Pod { reason, message }) => {
-                tracing::warn!(pod = %self.id.key(), %message, "volume cannot be set up");
+                tracing::warn!(%message, "volume cannot be set up");
                 for c in &spec::desired(pod, true).containers {
                     self.waiting
                         .insert(c.clone(), (reason.into(), message.clone()));
@@ -497,7 +532,6 @@ impl Worker {
             },
             host_ip: self.shared.host_ip.clone(),
             waiting: self.waiting.clone(),
-            not_ready: Vec::new(),
             image_ids: snap.image_ids.clone(),
         };
         let new = status::pod_status(pod, desired, &snap.observed, &extra, SystemTime::now());
@@ -517,7 +551,7 @@ impl Worker {
         {
             Ok(_) => self.reported = Some(new),
             Err(e) => {
-                tracing::warn!(pod = %self.id.key(), error = %e, "pod status not sent; retrying at the next sync")
+                tracing::warn!(error = %e, "pod status not sent; retrying at the next sync")
             }
         }
     }
@@ -540,7 +574,7 @@ impl Worker {
             Ok(_) => self.deleted = true,
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => self.deleted = true,
             Err(e) => {
-                tracing::info!(pod = %self.id.key(), error = %e, "final delete not accepted yet; retrying")
+                tracing::info!(error = %e, "final delete not accepted yet; retrying")
             }
         }
     }
