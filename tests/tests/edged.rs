@@ -340,3 +340,67 @@ async fn init_containers_restart_policies_and_bad_input_behave_as_kubernetes_doc
     s.cloud.stop().await;
     s.containerd.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_containerd_restart_recreates_nothing_and_a_dead_sandbox_is_replaced_counting_the_restart()
+ {
+    let (_pki, mut s) = site("edge-keep").await;
+    let pods: Api<Pod> = Api::namespaced(s.cloud.kube().await, "default");
+    let sleep = "trap 'exit 0' TERM; while true; do sleep 1 & wait; done";
+    let p = pod(
+        "keep",
+        "edge-keep",
+        json!({"containers": [busybox("c", sleep)]}),
+    );
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    let running =
+        |st: &Value| st["phase"] == "Running" && st["containerStatuses"][0]["ready"] == true;
+    eventually("the pod runs", WAIT, || async {
+        running(&status(&pods, "keep").await)
+    })
+    .await;
+    let first = status(&pods, "keep").await["containerStatuses"][0].clone();
+
+    // containerd killed and started again: the container kept running, nothing is re-created.
+    s.containerd.restart().await.unwrap();
+    let cri = s.containerd.connect().await.unwrap();
+    eventually(
+        "the runtime lists the container running again",
+        WAIT,
+        || async {
+            let listed = cri.list_containers(None).await.unwrap_or_default();
+            listed.len() == 1
+                && listed[0].state == cri::api::ContainerState::ContainerRunning as i32
+        },
+    )
+    .await;
+    let after = status(&pods, "keep").await["containerStatuses"][0].clone();
+    assert_eq!(after["containerID"], first["containerID"]);
+    assert_eq!(after["restartCount"], 0);
+
+    // The sandbox dies under the pod (as in a reboot): a new sandbox, the restart counted. An
+    // exact count of 1 also shows the containerd restart re-created nothing, however late.
+    let sandboxes = cri.list_pod_sandboxes(None).await.unwrap();
+    assert_eq!(sandboxes.len(), 1);
+    cri.stop_pod_sandbox(&sandboxes[0].id).await.unwrap();
+    eventually(
+        "the pod runs again in a new sandbox, its restart counted",
+        WAIT,
+        || async {
+            let st = status(&pods, "keep").await;
+            let c = &st["containerStatuses"][0];
+            running(&st) && c["restartCount"] == 1 && c["containerID"] != first["containerID"]
+        },
+    )
+    .await;
+    let boxes = cri.list_pod_sandboxes(None).await.unwrap();
+    let attempts: Vec<u32> = boxes
+        .iter()
+        .filter_map(|b| b.metadata.as_ref())
+        .map(|m| m.attempt)
+        .collect();
+    assert!(attempts.contains(&1), "a new sandbox attempt: {attempts:?}");
+    s.edge.stop().await;
+    s.cloud.stop().await;
+    s.containerd.stop().await;
+}

@@ -153,31 +153,26 @@ pub const BACKOFF_RESET: Duration = Duration::from_secs(600);
 /// The next actions that bring the runtime to `desired`.
 pub fn plan(desired: &Desired, observed: &Observed, now: SystemTime) -> Plan {
     let mut plan = Plan::default();
-    let current = current_sandbox(observed);
+    let current = current_sandbox(observed).filter(|_| desired.run);
+    tidy(desired, observed, current.map(|s| s.id.as_str()), &mut plan);
     if !desired.run {
-        stop_everything(observed, None, &mut plan);
         return plan;
     }
     let Some(sandbox) = current else {
         // No ready sandbox: the pod starts over in a new one (a first start, or the sandbox
-        // died with its host or runtime); what is left of the old ones goes.
-        if finished(desired, observed) {
-            // A finished pod keeps its exited containers (their exit codes are its status)
-            // until it is deleted.
-            return plan;
+        // died with its host or runtime). A finished pod keeps its exited containers (their
+        // exit codes are its status) until it is deleted.
+        if !finished(desired, observed) {
+            let attempt = observed
+                .sandboxes
+                .iter()
+                .map(|s| s.attempt + 1)
+                .max()
+                .unwrap_or(0);
+            plan.actions.push(Action::RunSandbox { attempt });
         }
-        stop_everything(observed, None, &mut plan);
-        let attempt = observed
-            .sandboxes
-            .iter()
-            .map(|s| s.attempt + 1)
-            .max()
-            .unwrap_or(0);
-        plan.actions.push(Action::RunSandbox { attempt });
         return plan;
     };
-    stop_everything(observed, Some(&sandbox.id), &mut plan);
-    remove_older_attempts(observed, &sandbox.id, &mut plan);
     if !init_done(desired, observed, sandbox, now, &mut plan) {
         return plan;
     }
@@ -247,42 +242,58 @@ pub fn finished(desired: &Desired, observed: &Observed) -> bool {
         })
 }
 
-/// Stops and removes everything outside sandbox `keep`.
-fn stop_everything(observed: &Observed, keep: Option<&str>, plan: &mut Plan) {
-    let outside = |sandbox: &str| keep != Some(sandbox);
-    for c in observed.containers.iter().filter(|c| outside(&c.sandbox)) {
-        plan.actions.push(match c.state {
-            State::Running { .. } | State::Unknown => Action::StopContainer {
-                id: c.id.clone(),
-                name: c.name.clone(),
-            },
-            _ => Action::RemoveContainer { id: c.id.clone() },
-        });
-    }
-    let any_running = observed
-        .containers
-        .iter()
-        .any(|c| outside(&c.sandbox) && matches!(c.state, State::Running { .. } | State::Unknown));
-    for s in observed.sandboxes.iter().filter(|s| outside(&s.id)) {
-        if s.ready {
-            plan.actions.push(Action::StopSandbox { id: s.id.clone() });
-        } else if !any_running {
-            plan.actions
-                .push(Action::RemoveSandbox { id: s.id.clone() });
+/// Stops what runs outside sandbox `keep` (everything when `None`) and removes what is done
+/// with: every container when the pod should not run, else containers a newer attempt
+/// replaced twice over (the one before the newest stays, wherever it ran: it carries the
+/// restart count and `lastState` across a sandbox replacement) or that the spec no longer
+/// names; and stopped sandboxes left with no container.
+fn tidy(desired: &Desired, observed: &Observed, keep: Option<&str>, plan: &mut Plan) {
+    let wanted = |name: &str| {
+        desired
+            .init
+            .iter()
+            .chain(&desired.containers)
+            .any(|n| n == name)
+    };
+    let mut removed = Vec::new();
+    for c in &observed.containers {
+        let outside = keep != Some(c.sandbox.as_str());
+        let replaced = latest(observed, &c.name, None).is_some_and(|l| l.attempt >= c.attempt + 2);
+        match c.state {
+            State::Running { .. } | State::Unknown if outside => {
+                plan.actions.push(Action::StopContainer {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                })
+            }
+            State::Running { .. } | State::Unknown => {}
+            State::Created if outside => removed.push(c),
+            State::Created | State::Exited { .. } => {
+                if !desired.run || replaced || !wanted(&c.name) {
+                    removed.push(c);
+                }
+            }
         }
     }
-}
-
-/// Removes exited containers of sandbox `sandbox` that a newer attempt replaced (the latest
-/// one stays, for its exit code, logs and `lastState`).
-fn remove_older_attempts(observed: &Observed, sandbox: &str, plan: &mut Plan) {
-    for c in observed.containers.iter().filter(|c| c.sandbox == sandbox) {
-        let newest = latest(observed, &c.name, Some(sandbox)).map(|l| l.attempt);
-        let replaced = newest.is_some_and(|n| n > c.attempt);
-        let previous = newest.is_some_and(|n| n == c.attempt + 1);
-        if replaced && !previous && matches!(c.state, State::Exited { .. } | State::Created) {
+    for c in &removed {
+        plan.actions
+            .push(Action::RemoveContainer { id: c.id.clone() });
+    }
+    for s in observed
+        .sandboxes
+        .iter()
+        .filter(|s| keep != Some(s.id.as_str()))
+    {
+        let emptied = observed
+            .containers
+            .iter()
+            .filter(|c| c.sandbox == s.id)
+            .all(|c| removed.iter().any(|r| r.id == c.id));
+        if s.ready {
+            plan.actions.push(Action::StopSandbox { id: s.id.clone() });
+        } else if emptied {
             plan.actions
-                .push(Action::RemoveContainer { id: c.id.clone() });
+                .push(Action::RemoveSandbox { id: s.id.clone() });
         }
     }
 }

@@ -132,7 +132,9 @@ fn phase(desired: &Desired, observed: &Observed, initialized: bool) -> &'static 
     if !initialized {
         return "Pending";
     }
-    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    // Counted as the kubelet's `getPhase` counts: a container waiting to start again after an
+    // exit is stopped, not waiting.
+    let (mut running, mut waiting, mut stopped, mut succeeded, mut unknown) = (0, 0, 0, 0, 0);
     for name in &desired.containers {
         match plan::latest(observed, name, None).map(|c| &c.state) {
             Some(State::Running { .. }) => running += 1,
@@ -142,34 +144,27 @@ fn phase(desired: &Desired, observed: &Observed, initialized: bool) -> &'static 
                     succeeded += 1;
                 }
             }
-            _ => waiting += 1,
+            Some(State::Unknown) => unknown += 1,
+            Some(State::Created) | None => waiting += 1,
         }
     }
-    let total = desired.containers.len();
-    if total == 0 {
+    if desired.containers.is_empty() || waiting > 0 {
+        // One or more containers has not been started.
         return "Pending";
     }
-    if waiting > 0 && running == 0 && stopped == 0 {
+    if unknown > 0 {
         return "Pending";
     }
-    if stopped < total || running > 0 {
-        // Some run, or are waiting to restart.
-        return if waiting > 0 && running == 0 && !restarting(desired) {
-            "Pending"
-        } else {
-            "Running"
-        };
+    if running > 0 {
+        return "Running";
     }
     match desired.restart {
+        // All stopped: restarting.
         RestartPolicy::Always => "Running",
-        RestartPolicy::OnFailure if succeeded < stopped => "Running",
-        RestartPolicy::Never if succeeded < stopped => "Failed",
-        _ => "Succeeded",
+        _ if succeeded == stopped => "Succeeded",
+        RestartPolicy::Never => "Failed",
+        RestartPolicy::OnFailure => "Running",
     }
-}
-
-fn restarting(desired: &Desired) -> bool {
-    desired.restart != RestartPolicy::Never
 }
 
 fn container_status(c: &Spec, observed: &Observed, sandbox: Option<&str>, extra: &Extra) -> Value {
@@ -351,6 +346,32 @@ mod tests {
         assert_eq!(phase_of("OnFailure", 1), "Running");
         assert_eq!(phase_of("OnFailure", 0), "Succeeded");
         assert_eq!(phase_of("Always", 0), "Running");
+    }
+
+    #[test]
+    fn a_pod_is_pending_until_every_container_started() {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {"containers": [{"name": "app", "image": "i"}, {"name": "side", "image": "i"}]},
+        }))
+        .unwrap();
+        let d = crate::spec::desired(&p, true);
+        let mut o = observed(State::Running { started: t(1) }, 0);
+        let phase = |o: &Observed| pod_status(&p, &d, o, &Extra::default(), t(2))["phase"].clone();
+        assert_eq!(phase(&o), "Pending", "the second container has not started");
+        o.containers.push(Container {
+            id: "c2".into(),
+            name: "side".into(),
+            attempt: 0,
+            sandbox: "s".into(),
+            state: State::Exited {
+                code: 1,
+                started: t(0),
+                finished: t(1),
+                reason: String::new(),
+            },
+        });
+        assert_eq!(phase(&o), "Running", "one runs, the other restarts");
     }
 
     #[test]

@@ -155,29 +155,38 @@ fn on_failure_restarts_failures_only_and_never_restarts_nothing() {
 
 #[test]
 fn a_dead_sandbox_is_replaced_and_restart_counts_go_on() {
-    // The node rebooted: the old sandbox is not ready and its container exited.
+    // The node rebooted: the old sandbox is not ready and its container exited. Each plan is
+    // applied before the next, as the worker does.
     let mut observed = Observed {
         sandboxes: vec![sandbox("s1", 0, false)],
-        containers: vec![exited("c", "app", 3, 255, (0, 100))],
+        containers: vec![exited("c3", "app", 3, 255, (0, 100))],
     };
     let d = desired(RestartPolicy::Always);
+    // The old container stays: it carries the restart count and the last exit.
     let p = plan(&d, &observed, t(200));
-    assert_eq!(
-        p.actions,
-        [
-            Action::RemoveContainer { id: "c".into() },
-            Action::RemoveSandbox { id: "s1".into() },
-            Action::RunSandbox { attempt: 1 },
-        ]
-    );
+    assert_eq!(p.actions, [Action::RunSandbox { attempt: 1 }]);
     observed.sandboxes.push(sandbox("s2", 1, true));
     let p = plan(&d, &observed, t(201));
-    assert!(p.actions.contains(&Action::StartContainer {
+    let start4 = Action::StartContainer {
         name: "app".into(),
         init: false,
         attempt: 4,
         sandbox: "s2".into(),
-    }));
+    };
+    assert_eq!(p.actions, [start4]);
+    observed.containers.push(running("c4", "app", 4, "s2"));
+    assert_eq!(plan(&d, &observed, t(202)), Plan::default());
+    // Once a newer attempt replaced it twice over, it goes, and its emptied sandbox with it.
+    observed.containers[1] = exited("c4", "app", 4, 1, (201, 202));
+    observed.containers[1].sandbox = "s2".into();
+    observed.containers.push(running("c5", "app", 5, "s2"));
+    assert_eq!(
+        plan(&d, &observed, t(203)).actions,
+        [
+            Action::RemoveContainer { id: "c3".into() },
+            Action::RemoveSandbox { id: "s1".into() },
+        ]
+    );
 }
 
 #[test]
