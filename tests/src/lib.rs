@@ -3,6 +3,7 @@
 //! edgecores in-process or as real processes (`e2e-edgecore`, which tests may kill).
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod controller;
 pub mod sim;
 

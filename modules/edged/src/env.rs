@@ -32,7 +32,7 @@ pub struct Placement {
     pub host_ip: String,
 }
 
-/// The key of a configmap's or secret's data, decoded (secrets are base64 in `data`).
+/// A configmap's or secret's data by key, decoded (base64 in a secret's `data` and in `binaryData`).
 pub fn data(obj: &Value, secret: bool) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     for (field, b64) in [("data", secret), ("binaryData", true)] {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use beehive::CancellationToken;
 use clap::{Parser, Subcommand};
+use e2e::bench::rss_kib;
 use e2e::controller::Desired;
 use e2e::sim::{Dialer, SimEdge, node_tls};
 use e2e::{Pki, Ports, cloud};
@@ -647,19 +648,6 @@ async fn wait_for(
     Ok(())
 }
 
-fn rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .context("no VmRSS")?;
-    Ok(line
-        .split_whitespace()
-        .nth(1)
-        .context("VmRSS value")?
-        .parse()?)
-}
-
 async fn api_bench(pods: usize, watchers: usize) -> anyhow::Result<()> {
     use futures::{StreamExt, TryStreamExt};
     use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -1009,10 +997,7 @@ fn report_latency(what: &str, samples: &mut [Duration]) {
         return;
     }
     samples.sort();
-    let pct = |p: f64| {
-        let i = ((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1;
-        samples[i].as_secs_f64() * 1e3
-    };
+    let pct = |p: f64| e2e::bench::percentile_ms(samples, p);
     println!(
         "latency {what} → ADDED at the edge watcher, n={}: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         samples.len(),
