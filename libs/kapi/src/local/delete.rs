@@ -164,7 +164,13 @@ fn step(
         } else {
             Mutation::Delete
         };
-        return Ok((mutation, Outcome::Removed(current)));
+        // An object marked earlier goes with its grace period shortened to 0, as
+        // kube-apiserver answers the final delete: who reads the answer can tell it is gone.
+        let mut last = current;
+        if meta::deleting(&last) {
+            set_grace(&mut last, grace);
+        }
+        return Ok((mutation, Outcome::Removed(last)));
     }
     let mut next = current.clone();
     mark(target, &mut next, grace);
@@ -175,17 +181,22 @@ fn step(
     Ok((mutation, Outcome::Marked(next)))
 }
 
-/// Sets `deletionTimestamp` (now + grace) and `deletionGracePeriodSeconds`; a later delete may
-/// shorten the grace period but never extend it.
+/// Marks the object deleted with `grace` (see [`set_grace`]).
 fn mark(target: &Target, obj: &mut Value, grace: i64) {
     let first = !meta::deleting(obj);
-    if first || meta::deletion_grace(obj).is_none_or(|g| grace < g) {
-        let at = format_rfc3339(now_unix().saturating_add(grace));
-        meta::set(obj, "deletionTimestamp", Value::String(at));
-        meta::set(obj, "deletionGracePeriodSeconds", json!(grace));
-    }
+    set_grace(obj, grace);
     if first && let Some(generation) = meta::generation(obj) {
         meta::set(obj, "generation", json!(generation + 1));
     }
     strategy::of(&target.info).mark_deleting(obj);
+}
+
+/// Sets `deletionTimestamp` (now + grace) and `deletionGracePeriodSeconds`; a later delete may
+/// shorten the grace period but never extend it.
+fn set_grace(obj: &mut Value, grace: i64) {
+    if !meta::deleting(obj) || meta::deletion_grace(obj).is_none_or(|g| grace < g) {
+        let at = format_rfc3339(now_unix().saturating_add(grace));
+        meta::set(obj, "deletionTimestamp", Value::String(at));
+        meta::set(obj, "deletionGracePeriodSeconds", json!(grace));
+    }
 }

@@ -35,6 +35,9 @@ async fn scheduled_pods_are_deleted_gracefully_until_the_final_delete() {
     };
     let gone = call.delete(kubelet).await.unwrap();
     assert_eq!(gone["metadata"]["name"], "web");
+    // Its last state says it is gone: the grace period was shortened to 0 (kube-apiserver's
+    // answer; lwproxy tells a removal from a mark by it).
+    assert_eq!(gone["metadata"]["deletionGracePeriodSeconds"], 0);
     assert!(fx.stored("pods", "default", "web").await.is_none());
 }
 
