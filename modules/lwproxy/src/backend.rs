@@ -183,7 +183,7 @@ impl Forwarder {
         (code, body): (u16, Value),
         held: Option<&StoredObject>,
     ) -> (u16, Value) {
-        let Some((name, stored)) = through::stored_as(req, change, &body) else {
+        let Some((name, stored)) = through::stored_as(req, change, code, &body) else {
             return (code, through::localize(body, held));
         };
         let key = key(req, &name);

@@ -16,11 +16,12 @@ use serde_json::Value;
 
 use crate::envelope::Change;
 
-/// Where (the object's name) and what the store keeps of `body`, the cloud's answer to
-/// `change`; `None` when the answer is not stored (see the module doc).
+/// Where (the object's name) and what the store keeps of `body`, the cloud's answer (HTTP
+/// `code`) to `change`; `None` when the answer is not stored (see the module doc).
 pub(crate) fn stored_as(
     req: &WriteRequest<'_>,
     change: &Change,
+    code: u16,
     body: &Value,
 ) -> Option<(String, CloudAnswer)> {
     let events = req.info.plural == "events";
@@ -48,6 +49,8 @@ pub(crate) fn stored_as(
             uid: meta_str(body, "uid").to_owned(),
             resource_version: rv.to_owned(),
         }
+    } else if code == 201 {
+        CloudAnswer::Created(body.clone())
     } else {
         CloudAnswer::Present(body.clone())
     };

@@ -3,7 +3,8 @@
 //! writes. The rule is the one a downstream object follows ([`crate::apply`]): the answer is
 //! stored with its cloud resourceVersion, so when the same version arrives downstream later it
 //! is already held and dropped, and a newer version held already is never replaced by the older
-//! answer; a delete removes only the object it names, and not a newer version of it.
+//! answer; a delete removes only the object it names, and not a newer version of it; and an
+//! answer to a write of an existing object never brings back an object deleted meanwhile.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -19,8 +20,13 @@ use crate::{Handle, uid_of};
 /// What the cloud's answer to a forwarded write says the object is now.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CloudAnswer {
-    /// The object as the cloud holds it after the write (a create, update or patch, or a
-    /// delete that only marked it): its JSON, with its cloud resourceVersion.
+    /// The object the write created (a `201` answer): its JSON, with its cloud
+    /// resourceVersion. Stored whether or not anything is held.
+    Created(Value),
+    /// The object as the cloud holds it after a write to an existing object (an update or
+    /// patch, or a delete that only marked it). Stored only over the object held: when none is,
+    /// the object left the edge after the write was sent (its delete came downstream first),
+    /// and the answer does not bring it back.
     Present(Value),
     /// The object is gone (a delete that removed it). `uid` and `resource_version` are those
     /// of its last state, empty when the answer did not carry them.
@@ -81,7 +87,10 @@ fn decide(
     revision: u64,
 ) -> (objstore::Mutation, Outcome) {
     match answer {
-        CloudAnswer::Present(value) => {
+        CloudAnswer::Present(_) if current.is_none() => {
+            (objstore::Mutation::Keep, Outcome::Unchanged)
+        }
+        CloudAnswer::Created(value) | CloudAnswer::Present(value) => {
             let parsed = Parsed {
                 uid: uid_of(&value),
                 resource_version: value["metadata"]["resourceVersion"]
@@ -136,7 +145,7 @@ mod tests {
     async fn an_answer_is_stored_with_its_cloud_version_and_a_local_revision() {
         let (_dir, h) = handle();
         let done = h
-            .write_through(key(), CloudAnswer::Present(pod("100", "Pending")))
+            .write_through(key(), CloudAnswer::Created(pod("100", "Pending")))
             .await
             .unwrap();
         assert_eq!(done.outcome, Outcome::Applied);
@@ -156,7 +165,7 @@ mod tests {
     #[tokio::test]
     async fn an_older_answer_never_replaces_a_newer_version_held() {
         let (_dir, h) = handle();
-        h.write_through(key(), CloudAnswer::Present(pod("101", "Running")))
+        h.write_through(key(), CloudAnswer::Created(pod("101", "Running")))
             .await
             .unwrap();
         let done = h
@@ -173,7 +182,7 @@ mod tests {
     #[tokio::test]
     async fn a_delete_answer_removes_the_object_unless_a_newer_one_is_held() {
         let (_dir, h) = handle();
-        h.write_through(key(), CloudAnswer::Present(pod("100", "Pending")))
+        h.write_through(key(), CloudAnswer::Created(pod("100", "Pending")))
             .await
             .unwrap();
         let gone = |rv: &str| CloudAnswer::Gone {
@@ -187,5 +196,24 @@ mod tests {
         assert!(done.object.is_none());
         assert_eq!(done.revision, h.store().revision(), "the delete's revision");
         assert!(h.store().get(&key()).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn an_answer_for_an_object_deleted_meanwhile_does_not_bring_it_back() {
+        let (_dir, h) = handle();
+        // The pod was deleted downstream before the answer to an update of it came back.
+        let done = h
+            .write_through(key(), CloudAnswer::Present(pod("100", "Running")))
+            .await
+            .unwrap();
+        assert_eq!(done.outcome, Outcome::Unchanged);
+        assert!(done.object.is_none());
+        assert!(h.store().get(&key()).await.unwrap().is_none());
+        // A create's answer is stored, held or not.
+        let made = h
+            .write_through(key(), CloudAnswer::Created(pod("101", "Pending")))
+            .await
+            .unwrap();
+        assert_eq!(made.outcome, Outcome::Applied);
     }
 }

@@ -60,8 +60,12 @@ fn a_created_object_is_stored_under_the_name_the_cloud_gave_it() {
     let req = request(&pods, &user, "", None);
     let mut body = pod(json!({}));
     body["metadata"]["name"] = json!("web-x7k2p");
-    let (name, answer) = stored_as(&req, &Change::Create(json!({})), &body).expect("stored");
+    let (name, answer) = stored_as(&req, &Change::Create(json!({})), 201, &body).expect("stored");
     assert_eq!(name, "web-x7k2p");
+    assert_eq!(answer, CloudAnswer::Created(body.clone()));
+    // An update's answer is stored only over the object held (metamanager's rule).
+    let update = Change::Update(json!({}));
+    let (_, answer) = stored_as(&req, &update, 200, &body).expect("stored");
     assert_eq!(answer, CloudAnswer::Present(body));
 }
 
@@ -71,15 +75,15 @@ fn dry_runs_events_and_other_subresources_are_not_stored() {
     let update = Change::Update(json!({}));
     let mut dry = request(&pods, &user, "p", None);
     dry.dry_run = true;
-    assert!(stored_as(&dry, &update, &pod(json!({}))).is_none());
+    assert!(stored_as(&dry, &update, 200, &pod(json!({}))).is_none());
     let event = request(&events, &user, "p", None);
-    assert!(stored_as(&event, &update, &pod(json!({}))).is_none());
+    assert!(stored_as(&event, &update, 200, &pod(json!({}))).is_none());
     let eviction = request(&pods, &user, "p", Some("eviction"));
-    assert!(stored_as(&eviction, &Change::Create(json!({})), &pod(json!({}))).is_none());
+    assert!(stored_as(&eviction, &Change::Create(json!({})), 200, &pod(json!({}))).is_none());
     let status = request(&pods, &user, "p", Some("status"));
-    assert!(stored_as(&status, &update, &pod(json!({}))).is_some());
+    assert!(stored_as(&status, &update, 200, &pod(json!({}))).is_some());
     let unversioned = json!({"kind": "TokenReview", "metadata": {"name": "p"}});
-    assert!(stored_as(&status, &update, &unversioned).is_none());
+    assert!(stored_as(&status, &update, 200, &unversioned).is_none());
 }
 
 #[test]
@@ -93,21 +97,24 @@ fn a_delete_answer_removes_the_object_unless_it_is_only_marked() {
     };
     let removed = pod(json!({}));
     assert_eq!(
-        stored_as(&req, &delete, &removed).unwrap().1,
+        stored_as(&req, &delete, 200, &removed).unwrap().1,
         gone("u1", "100")
     );
     let status = json!({"kind": "Status", "status": "Success"});
-    assert_eq!(stored_as(&req, &delete, &status).unwrap().1, gone("", ""));
+    assert_eq!(
+        stored_as(&req, &delete, 200, &status).unwrap().1,
+        gone("", "")
+    );
     let marked = pod(json!({"deletionTimestamp": "2024-01-01T00:00:00Z",
         "deletionGracePeriodSeconds": 30}));
     assert_eq!(
-        stored_as(&req, &delete, &marked).unwrap().1,
+        stored_as(&req, &delete, 200, &marked).unwrap().1,
         CloudAnswer::Present(marked.clone())
     );
     let finalized = pod(json!({"deletionTimestamp": "2024-01-01T00:00:00Z",
         "deletionGracePeriodSeconds": 0, "finalizers": ["x"]}));
     assert!(matches!(
-        stored_as(&req, &delete, &finalized).unwrap().1,
+        stored_as(&req, &delete, 200, &finalized).unwrap().1,
         CloudAnswer::Present(_)
     ));
 }

@@ -250,7 +250,7 @@ pub fn connected() -> Link {
 
 /// What the stand-in cloud answers: a 403 for a delete; otherwise a Pod (a Lease for leases)
 /// with the written object's name and namespace, the cloud's resourceVersion `9999` and an
-/// annotation saying who answered.
+/// annotation saying who answered, with 201 for a create and 200 for the rest, as the API.
 pub fn cloud_answer(write: &ForwardedWrite) -> ForwardedReply {
     if write.verb == "delete" {
         let why = "node \"n1\" may not delete this pod";
@@ -272,7 +272,8 @@ pub fn cloud_answer(write: &ForwardedWrite) -> ForwardedReply {
             "annotations": {"answered-by": "cloud", "verb": write.verb},
         },
     });
-    ForwardedReply { code: 200, body }
+    let code = if write.verb == "create" { 201 } else { 200 };
+    ForwardedReply { code, body }
 }
 
 pub fn pod(name: &str, node: &str, rv: &str) -> Value {
