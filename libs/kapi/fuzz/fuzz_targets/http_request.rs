@@ -34,10 +34,11 @@ impl World {
             .build()
             .expect("a runtime");
         let dir = tempfile::TempDir::new().expect("a temp dir");
-        let store = objstore::Store::open(dir.path().join("fuzz.db"), Default::default())
+        let writer = objstore::Writer::open(dir.path().join("fuzz.db"), Default::default())
             .expect("the store opens");
+        let store = writer.reader();
         let registry = kapi::Registry::new(apimachinery::catalog::builtins());
-        let backend = kapi::local::LocalBackend::new(store.clone(), registry.clone());
+        let backend = kapi::local::LocalBackend::new(writer, registry.clone());
         rt.block_on(backend.ensure_namespaces(&["default", "kube-system"]))
             .expect("namespaces");
         let api = kapi::Api {
