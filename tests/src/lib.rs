@@ -407,3 +407,99 @@ pub async fn held(store: &objstore::Store) -> BTreeMap<String, String> {
         })
         .collect()
 }
+
+/// A site for edged on a real containerd: a cloudcore with the embedded control plane, an
+/// edgecore with edged enabled, and a private containerd (testkit's harness); with the helpers
+/// tests use to write pods for it and read their status. Needs root and containerd.
+pub mod edged_site {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::Api;
+    use serde_json::{Value, json};
+    use testkit::containerd::{BUSYBOX_IMAGE, Containerd};
+
+    use crate::{Cloud, Edge, Pki, Ports, edge, edge_config, k8s_cloud};
+
+    /// The daemons of one site and the edge's directory (its store, volumes and pod logs).
+    pub struct Site {
+        pub containerd: Containerd,
+        pub cloud: Cloud,
+        pub edge: Edge,
+        pub dir: tempfile::TempDir,
+    }
+
+    /// The config of an edge `node` with edged on `cri`, its files under `dir`, relisting and
+    /// reporting the node's status quickly.
+    pub fn edged_config(
+        pki: &Pki,
+        cloud: &Cloud,
+        node: &str,
+        dir: &Path,
+        cri: &Containerd,
+    ) -> edgecore::Config {
+        let transport = link::Transport::WebSocket;
+        let mut config = edge_config(
+            &pki.node(node),
+            cloud.addr(transport),
+            transport,
+            &dir.join("edge.db"),
+        );
+        let edged = &mut config.modules.edged;
+        edged.enable = true;
+        edged.remote_runtime_endpoint = cri.endpoint();
+        edged.root_directory = dir.join("kubelet");
+        edged.pod_logs_directory = dir.join("pod-logs");
+        edged.relist_period = Duration::from_millis(300);
+        edged.node_status_update_frequency = Duration::from_secs(1);
+        edged.static_pod_path = dir.join("manifests");
+        edged.file_check_frequency = Duration::from_millis(300);
+        config
+    }
+
+    /// Starts a private containerd, a cloud and edge `node` with edged on that containerd.
+    pub async fn site(node: &str) -> (Pki, Site) {
+        if let Err(why) = Containerd::available() {
+            panic!("edged tests need a private containerd: {why}");
+        }
+        let containerd = Containerd::start().await.expect("containerd starts");
+        let pki = Pki::new();
+        let dir = tempfile::tempdir().unwrap();
+        let cloud = k8s_cloud(&pki, Ports::default()).await;
+        let edge = edge(edged_config(&pki, &cloud, node, dir.path(), &containerd)).await;
+        (
+            pki,
+            Site {
+                containerd,
+                cloud,
+                edge,
+                dir,
+            },
+        )
+    }
+
+    /// Pod `name` in `default` bound to `node`, with `spec` (and a 5 s grace period).
+    pub fn pod(name: &str, node: &str, spec: Value) -> Pod {
+        let mut spec = spec;
+        spec["nodeName"] = json!(node);
+        spec["terminationGracePeriodSeconds"] = json!(5);
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+        )
+        .unwrap()
+    }
+
+    /// A busybox container `name` running `sh -c script`.
+    pub fn busybox(name: &str, script: &str) -> Value {
+        json!({"name": name, "image": BUSYBOX_IMAGE, "command": ["sh", "-c", script]})
+    }
+
+    /// Pod `name`'s status as JSON; `Null` if it cannot be read.
+    pub async fn status(api: &Api<Pod>, name: &str) -> Value {
+        match api.get_opt(name).await {
+            Ok(Some(p)) => serde_json::to_value(p.status).unwrap_or_default(),
+            _ => Value::Null,
+        }
+    }
+}

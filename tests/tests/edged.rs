@@ -5,85 +5,23 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use e2e::{Cloud, Edge, Pki, Ports, edge, edge_config, k8s_cloud};
+use e2e::edged_site::{busybox, pod, site, status};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::{Event, Node, Pod, ServiceAccount};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
-use testkit::containerd::{BUSYBOX_IMAGE, Containerd};
+use testkit::containerd::BUSYBOX_IMAGE;
 use testkit::eventually;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-struct Site {
-    containerd: Containerd,
-    cloud: Cloud,
-    edge: Edge,
-    dir: tempfile::TempDir,
-}
-
-fn edged_config(
-    pki: &Pki,
-    cloud: &Cloud,
-    node: &str,
-    dir: &Path,
-    cri: &Containerd,
-) -> edgecore::Config {
-    let transport = link::Transport::WebSocket;
-    let mut config = edge_config(
-        &pki.node(node),
-        cloud.addr(transport),
-        transport,
-        &dir.join("edge.db"),
-    );
-    let edged = &mut config.modules.edged;
-    edged.enable = true;
-    edged.remote_runtime_endpoint = cri.endpoint();
-    edged.root_directory = dir.join("kubelet");
-    edged.pod_logs_directory = dir.join("pod-logs");
-    edged.relist_period = Duration::from_millis(300);
-    edged.node_status_update_frequency = Duration::from_secs(1);
-    config
-}
-
-async fn site(node: &str) -> (Pki, Site) {
-    if let Err(why) = Containerd::available() {
-        panic!("edged tests need a private containerd: {why}");
-    }
-    let containerd = Containerd::start().await.expect("containerd starts");
-    let pki = Pki::new();
-    let dir = tempfile::tempdir().unwrap();
-    let cloud = k8s_cloud(&pki, Ports::default()).await;
-    let edge = edge(edged_config(&pki, &cloud, node, dir.path(), &containerd)).await;
-    (
-        pki,
-        Site {
-            containerd,
-            cloud,
-            edge,
-            dir,
-        },
-    )
-}
-
-fn pod(name: &str, node: &str, spec: Value) -> Pod {
-    let mut spec = spec;
-    spec["nodeName"] = json!(node);
-    spec["terminationGracePeriodSeconds"] = json!(5);
-    serde_json::from_value(
-        json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec}),
-    )
-    .unwrap()
-}
-
-fn busybox(name: &str, script: &str) -> Value {
-    json!({"name": name, "image": BUSYBOX_IMAGE, "command": ["sh", "-c", script]})
-}
-
-async fn status(api: &Api<Pod>, name: &str) -> Value {
-    match api.get_opt(name).await {
-        Ok(Some(p)) => serde_json::to_value(p.status).unwrap_or_default(),
-        _ => Value::Null,
+/// The messages of the events with `reason` about pod `pod`.
+async fn event_messages(events: &Api<Event>, pod: &str, reason: &str) -> Vec<String> {
+    let params =
+        ListParams::default().fields(&format!("involvedObject.name={pod},reason={reason}"));
+    match events.list(&params).await {
+        Ok(list) => list.items.into_iter().filter_map(|e| e.message).collect(),
+        Err(_) => vec![],
     }
 }
 
@@ -334,6 +272,18 @@ async fn init_containers_restart_policies_and_bad_input_behave_as_kubernetes_doc
         },
     )
     .await;
+    let events: Api<Event> = Api::namespaced(s.cloud.kube().await, "default");
+    eventually(
+        "the bad volume is told in a FailedMount event",
+        WAIT,
+        || async {
+            event_messages(&events, "novolume", "FailedMount")
+                .await
+                .iter()
+                .any(|m| m.contains("configmap \"absent\" not found"))
+        },
+    )
+    .await;
     // Neither affected the others.
     assert_eq!(status(&pods, "init").await["phase"], "Running");
     s.edge.stop().await;
@@ -400,6 +350,308 @@ async fn a_containerd_restart_recreates_nothing_and_a_dead_sandbox_is_replaced_c
         .map(|m| m.attempt)
         .collect();
     assert!(attempts.contains(&1), "a new sandbox attempt: {attempts:?}");
+    s.edge.stop().await;
+    s.cloud.stop().await;
+    s.containerd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_restart_an_unhealthy_container_and_readiness_drives_the_ready_condition() {
+    let (_pki, s) = site("edge-probe").await;
+    let pods: Api<Pod> = Api::namespaced(s.cloud.kube().await, "default");
+    let period = |mut probe: Value| {
+        probe["periodSeconds"] = json!(1);
+        probe
+    };
+    // web: started once its port accepts connections, ready once its page answers over HTTP.
+    let mut web = busybox(
+        "web",
+        "mkdir -p /www; echo ok > /www/ok; exec httpd -f -p 8080 -h /www",
+    );
+    web["ports"] = json!([{"name": "http", "containerPort": 8080}]);
+    web["startupProbe"] = period(json!({"tcpSocket": {"port": 8080}}));
+    web["readinessProbe"] = period(json!({"httpGet": {"path": "/ok", "port": "http"}}));
+    // live: healthy for two seconds, then its liveness probe fails and it is killed.
+    let mut live = busybox(
+        "live",
+        "touch /tmp/healthy; sleep 2; rm /tmp/healthy; sleep 3600",
+    );
+    live["livenessProbe"] = period(json!({
+        "exec": {"command": ["cat", "/tmp/healthy"]},
+        "failureThreshold": 1,
+        "terminationGracePeriodSeconds": 1,
+    }));
+    // gate: ready only while /tmp/ready exists.
+    let mut gate = busybox(
+        "gate",
+        "trap 'exit 0' TERM; while true; do sleep 1 & wait; done",
+    );
+    gate["readinessProbe"] = period(json!({"exec": {"command": ["test", "-f", "/tmp/ready"]}}));
+    let p = pod(
+        "probed",
+        "edge-probe",
+        json!({"containers": [web, live, gate]}),
+    );
+    pods.create(&PostParams::default(), &p).await.unwrap();
+
+    let container = |st: &Value, name: &str| {
+        st["containerStatuses"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["name"] == name).cloned())
+            .unwrap_or_default()
+    };
+    let condition = |st: &Value, kind: &str| {
+        st["conditions"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["type"] == kind).cloned())
+            .unwrap_or_default()["status"]
+            .clone()
+    };
+    eventually(
+        "web passes its startup and readiness probes, gate is not ready, the pod is not Ready",
+        WAIT,
+        || async {
+            let st = status(&pods, "probed").await;
+            let (web, gate) = (container(&st, "web"), container(&st, "gate"));
+            st["phase"] == "Running"
+                && web["started"] == true
+                && web["ready"] == true
+                && gate["started"] == true
+                && gate["ready"] == false
+                && condition(&st, "Ready") == "False"
+                && condition(&st, "ContainersReady") == "False"
+        },
+    )
+    .await;
+    eventually(
+        "live is killed by its liveness probe and started again",
+        WAIT,
+        || async {
+            let live = container(&status(&pods, "probed").await, "live");
+            live["restartCount"].as_u64().unwrap_or(0) >= 1
+                && live["lastState"]["terminated"].is_object()
+        },
+    )
+    .await;
+    let events: Api<Event> = Api::namespaced(s.cloud.kube().await, "default");
+    eventually(
+        "the failures are told in Unhealthy events",
+        WAIT,
+        || async {
+            let messages = event_messages(&events, "probed", "Unhealthy").await;
+            messages
+                .iter()
+                .any(|m| m.starts_with("Liveness probe failed"))
+                && messages
+                    .iter()
+                    .any(|m| m.starts_with("Readiness probe failed"))
+        },
+    )
+    .await;
+
+    // gate's file appears: every container is ready, and so is the pod; it goes: not again.
+    let gate_id = |st: &Value| {
+        container(st, "gate")["containerID"]
+            .as_str()
+            .unwrap_or_default()
+            .trim_start_matches("containerd://")
+            .to_string()
+    };
+    let id = gate_id(&status(&pods, "probed").await);
+    let cri = s.containerd.connect().await.unwrap();
+    let run = |cmd: &[&str]| {
+        let (cri, id) = (cri.clone(), id.clone());
+        let cmd: Vec<String> = cmd.iter().map(|c| c.to_string()).collect();
+        async move {
+            let r = cri.exec_sync(&id, cmd, 5).await.unwrap();
+            assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+        }
+    };
+    run(&["touch", "/tmp/ready"]).await;
+    eventually("gate is ready, and the pod with it", WAIT, || async {
+        let st = status(&pods, "probed").await;
+        container(&st, "gate")["ready"] == true
+            && container(&st, "web")["ready"] == true
+            && condition(&st, "Ready") == "True"
+    })
+    .await;
+    run(&["sh", "-c", "rm /tmp/ready"]).await;
+    eventually(
+        "gate fails readiness: the pod is not Ready",
+        WAIT,
+        || async {
+            let st = status(&pods, "probed").await;
+            container(&st, "gate")["ready"] == false
+                && condition(&st, "Ready") == "False"
+                && gate_id(&st) == id
+        },
+    )
+    .await;
+    s.edge.stop().await;
+    s.cloud.stop().await;
+    s.containerd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projected_token_is_issued_for_the_pod_and_post_start_hooks_run() {
+    let (_pki, s) = site("edge-token").await;
+    let client = s.cloud.kube().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    let account = serde_json::from_value(json!({"metadata": {"name": "builder"}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let sleep = "trap 'exit 0' TERM; while true; do sleep 1 & wait; done";
+    // The token in a projected volume; a postStart hook that leaves a mark.
+    let mut app = busybox("app", sleep);
+    app["volumeMounts"] = json!([{"name": "api", "mountPath": "/var/run/secrets/tokens"}]);
+    app["lifecycle"] =
+        json!({"postStart": {"exec": {"command": ["sh", "-c", "echo hooked > /tmp/mark"]}}});
+    let p = pod(
+        "tokened",
+        "edge-token",
+        json!({
+            "serviceAccountName": "builder",
+            "containers": [app],
+            "volumes": [{"name": "api", "projected": {"sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+            ]}}],
+        }),
+    );
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    // A postStart hook that fails: the container is killed and started again.
+    let mut bad = busybox("bad", sleep);
+    bad["lifecycle"] = json!({"postStart": {"exec": {"command": ["sh", "-c", "exit 7"]}}});
+    let p = pod("hookfail", "edge-token", json!({"containers": [bad]}));
+    pods.create(&PostParams::default(), &p).await.unwrap();
+
+    eventually("the pod with a token runs", WAIT, || async {
+        let st = status(&pods, "tokened").await;
+        st["phase"] == "Running" && st["containerStatuses"][0]["ready"] == true
+    })
+    .await;
+    let st = status(&pods, "tokened").await;
+    let id = st["containerStatuses"][0]["containerID"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("containerd://")
+        .to_string();
+    let cri = s.containerd.connect().await.unwrap();
+    let cat = |path: &str| {
+        let (cri, id, path) = (cri.clone(), id.clone(), path.to_string());
+        async move {
+            let r = cri
+                .exec_sync(&id, vec!["cat".into(), path], 5)
+                .await
+                .unwrap();
+            assert_eq!(r.exit_code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+            String::from_utf8(r.stdout).unwrap()
+        }
+    };
+    assert_eq!(cat("/tmp/mark").await.trim(), "hooked", "postStart ran");
+    // The token was issued by the cloud for the pod's account: it authenticates there.
+    let token = cat("/var/run/secrets/tokens/token").await;
+    assert!(token.split('.').count() == 3, "a JWT: {token:?}");
+    let as_pod = s.cloud.kube_with_token(token.trim()).await;
+    let seen: Api<Pod> = Api::namespaced(as_pod, "default");
+    seen.get("tokened")
+        .await
+        .expect("the pod's token authenticates to the API");
+
+    let events: Api<Event> = Api::namespaced(client, "default");
+    eventually(
+        "the failed hook is told and the container started again",
+        WAIT,
+        || async {
+            let st = status(&pods, "hookfail").await;
+            let told = event_messages(&events, "hookfail", "FailedPostStartHook").await;
+            st["containerStatuses"][0]["restartCount"]
+                .as_u64()
+                .unwrap_or(0)
+                >= 1
+                && told.iter().any(|m| m.contains("exited with 7"))
+        },
+    )
+    .await;
+    s.edge.stop().await;
+    s.cloud.stop().await;
+    s.containerd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_pod_runs_from_its_manifest_with_a_mirror_pod_in_the_api() {
+    let (_pki, s) = site("edge-static").await;
+    let pods: Api<Pod> = Api::namespaced(s.cloud.kube().await, "default");
+    let manifests = s.dir.path().join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let manifest = |word: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: agent\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {BUSYBOX_IMAGE}\n    command: [sh, -c, \"echo {word}; trap 'exit 0' TERM; while true; do sleep 1 & wait; done\"]\n"
+        )
+    };
+    let file = manifests.join("agent.yaml");
+    std::fs::write(&file, manifest("one")).unwrap();
+    let mirror = |p: &Option<Pod>| {
+        p.as_ref()
+            .and_then(|p| p.metadata.annotations.as_ref())
+            .and_then(|a| a.get("kubernetes.io/config.mirror").cloned())
+    };
+    let name = "agent-edge-static";
+    eventually(
+        "the static pod runs and its mirror pod shows it Running",
+        WAIT,
+        || async {
+            let p = pods.get_opt(name).await.ok().flatten();
+            let st = status(&pods, name).await;
+            mirror(&p).is_some()
+                && st["phase"] == "Running"
+                && st["containerStatuses"][0]["ready"] == true
+        },
+    )
+    .await;
+    let first = pods.get(name).await.unwrap();
+    let hash = mirror(&Some(first.clone())).unwrap();
+    let owner = &first.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", "edge-static")
+    );
+    let container = status(&pods, name).await["containerStatuses"][0]["containerID"].clone();
+
+    // The mirror pod deleted in the API: it comes back; the static pod was not touched.
+    pods.delete(name, &DeleteParams::default()).await.unwrap();
+    eventually("the mirror pod is created again", WAIT, || async {
+        let p = pods.get_opt(name).await.ok().flatten();
+        p.as_ref()
+            .is_some_and(|p| p.metadata.uid != first.metadata.uid)
+            && status(&pods, name).await["containerStatuses"][0]["containerID"] == container
+    })
+    .await;
+
+    // The manifest edited: the pod is replaced, and its mirror with it.
+    std::fs::write(&file, manifest("two")).unwrap();
+    eventually("an edited manifest replaces the pod", WAIT, || async {
+        let p = pods.get_opt(name).await.ok().flatten();
+        let st = status(&pods, name).await;
+        mirror(&p).is_some_and(|h| h != hash)
+            && st["containerStatuses"][0]["ready"] == true
+            && st["containerStatuses"][0]["containerID"] != container
+    })
+    .await;
+
+    // The manifest removed: the pod stops and its mirror is deleted.
+    std::fs::remove_file(&file).unwrap();
+    let cri = s.containerd.connect().await.unwrap();
+    eventually("a removed manifest removes the pod", WAIT, || async {
+        pods.get_opt(name).await.is_ok_and(|p| p.is_none())
+            && cri
+                .list_pod_sandboxes(None)
+                .await
+                .is_ok_and(|b| b.is_empty())
+    })
+    .await;
     s.edge.stop().await;
     s.cloud.stop().await;
     s.containerd.stop().await;

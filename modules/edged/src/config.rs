@@ -40,6 +40,13 @@ pub struct Config {
     pub cluster_dns: Vec<String>,
     /// The cluster's DNS domain. Default `cluster.local`.
     pub cluster_domain: String,
+    /// Static pods: a directory of pod manifests (YAML or JSON, one pod per file) edged runs
+    /// without the cloud, each with a mirror pod in the API. Empty: none. Default
+    /// `/etc/kubeedge/manifests`.
+    pub static_pod_path: PathBuf,
+    /// How often the static pod directory is read again. Default `20s`.
+    #[serde(with = "daemon::duration")]
+    pub file_check_frequency: Duration,
 }
 
 impl Default for Config {
@@ -56,6 +63,8 @@ impl Default for Config {
             max_pods: 110,
             cluster_dns: Vec::new(),
             cluster_domain: "cluster.local".into(),
+            static_pod_path: "/etc/kubeedge/manifests".into(),
+            file_check_frequency: Duration::from_secs(20),
         }
     }
 }

@@ -21,6 +21,8 @@ pub struct Refs {
     pub services: Vec<Value>,
     /// `default/kubernetes`, if the node holds it.
     pub kubernetes: Option<Value>,
+    /// Service-account tokens for the pod's projected volumes.
+    pub tokens: HashMap<crate::tokens::TokenKey, Vec<u8>>,
 }
 
 /// What a pod knows of where it runs (for `fieldRef`s).
@@ -368,6 +370,7 @@ mod tests {
             kubernetes: Some(
                 json!({"metadata": {"name": "kubernetes"}, "spec": {"clusterIP": "10.0.0.1", "ports": [{"name": "https", "port": 443}]}}),
             ),
+            ..Refs::default()
         }
     }
 

@@ -11,14 +11,19 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod credentials;
 mod env;
 mod error;
+mod events;
 mod node;
 pub mod plan;
+mod probe;
 mod quantity;
 mod runtime;
 mod spec;
+mod statics;
 mod status;
+mod tokens;
 mod volumes;
 mod worker;
 
@@ -59,6 +64,9 @@ pub(crate) struct Shared {
     link: watch::Receiver<lwproxy::Link>,
     tasks: TaskTracker,
     workers: Mutex<HashMap<String, WorkerHandle>>,
+    events: events::Events,
+    sink: events::Sink,
+    statics: statics::Statics,
 }
 
 // === impl Edged ===
@@ -86,6 +94,7 @@ impl Edged {
         }
         let cri = cri::Cri::connect(&config.remote_runtime_endpoint).await?;
         let client = kube::Client::new(api, "default");
+        let (events, sink) = events::channel();
         let shared = Shared {
             host_ip: host_ip(),
             dns: DnsSettings {
@@ -100,6 +109,9 @@ impl Edged {
             link,
             tasks: TaskTracker::new(),
             workers: Mutex::new(HashMap::new()),
+            events,
+            sink,
+            statics: statics::Statics::default(),
         };
         Ok(Edged {
             shared: Arc::new(shared),
@@ -130,6 +142,8 @@ impl Module for Edged {
         let shared = self.shared.clone();
         let tasks = shared.tasks.clone();
         tasks.spawn(node::run(shared.clone(), shutdown.clone()));
+        let (s, stop) = (shared.clone(), shutdown.clone());
+        tasks.spawn(async move { s.sink.run(s.client.clone(), s.node.clone(), stop).await });
         let supervise = supervise(shared.clone(), shutdown.clone());
         tokio::pin!(supervise);
         let result = loop {
@@ -216,7 +230,15 @@ async fn supervise(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(
     for obj in &listed.items {
         on_pod(&shared, obj, false, &shutdown);
     }
+    // Static pods before orphans: their containers are not orphans.
+    let mut manifest_errors = std::collections::BTreeMap::new();
+    statics::load(&shared, &mut manifest_errors, &shutdown);
     remove_orphans(&shared, &shutdown).await?;
+    shared.tasks.spawn(statics::run(
+        shared.clone(),
+        manifest_errors,
+        shutdown.clone(),
+    ));
     let mut pods = shared
         .store
         .watch(WatchOptions::from_revision(listed.revision).resource("pods"))?;
@@ -281,6 +303,18 @@ fn on_pod(
             return;
         }
     };
+    if statics::is_mirror(&pod) {
+        // The API's copy of a static pod: never run; its status goes to the static pod's
+        // worker, and a deleted one is created again.
+        if deleted || pod.metadata.deletion_timestamp.is_some() {
+            shared.statics.poke();
+        } else if let Some(p) = shared.statics.with_mirror_status(&pod)
+            && let Some(id) = PodId::of(&p)
+        {
+            shared.dispatch(&id.uid.clone(), id, Some(p), shutdown);
+        }
+        return;
+    }
     let Some(id) = PodId::of(&pod) else { return };
     let here = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(shared.node.as_str());
     let uid = id.uid.clone();

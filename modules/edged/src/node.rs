@@ -4,6 +4,7 @@
 //! while the cloud is away they are stored at the edge and queued.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,10 @@ const STATUS_MAX_AGE: Duration = Duration::from_secs(300);
 pub const KUBELET_VERSION: &str = "v1.33.0-kubeedge-rs";
 /// Where node Leases live.
 const LEASE_NAMESPACE: &str = "kube-node-lease";
+/// How long a pressure condition holds after its signal was last past the threshold (the
+/// kubelet's `evictionPressureTransitionPeriod`), so a value hovering at a threshold does not
+/// flip the condition, and with it the status, on every tick.
+const PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
 
 /// Runs the status and lease loops until shutdown.
 pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
@@ -52,8 +57,61 @@ struct NodeState {
     sent: Option<(Value, Instant)>,
     /// Each condition's status and since when it holds.
     since: HashMap<String, (String, String)>,
+    /// When each pressure signal was last past its threshold.
+    pressure_seen: PressureSeen,
     /// The Lease as last written, renewed without reading it again.
     lease: Option<Lease>,
+}
+
+/// What the host reports on one tick: read by [`Host::measure`], judged by pure code.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Host {
+    /// `MemTotal` in KiB (0 when unknown).
+    memory_kib: u64,
+    /// `MemAvailable` in KiB.
+    memory_available_kib: u64,
+    /// The filesystem holding `rootDirectory` (the kubelet's nodefs).
+    fs: Option<FsStats>,
+    /// Tasks in use against the kernel's limit.
+    tasks: Option<TaskStats>,
+}
+
+/// A filesystem's size and what is left of it, from statvfs(2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct FsStats {
+    /// Size in bytes.
+    bytes: u64,
+    /// Bytes an unprivileged process may still use.
+    bytes_available: u64,
+    /// Inodes in all (0 for filesystems without a fixed number).
+    inodes: u64,
+    /// Inodes free.
+    inodes_free: u64,
+}
+
+/// Tasks (processes and threads: each takes a PID) against the most the kernel allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TaskStats {
+    /// Tasks that exist now.
+    running: u64,
+    /// The lower of `kernel.pid_max` and `kernel.threads-max`.
+    max: u64,
+}
+
+/// Which of the node's pressure conditions hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Pressure {
+    memory: bool,
+    disk: bool,
+    pid: bool,
+}
+
+/// When each pressure signal was last seen past its threshold.
+#[derive(Debug, Default)]
+struct PressureSeen {
+    memory: Option<Instant>,
+    disk: Option<Instant>,
+    pid: Option<Instant>,
 }
 
 // === impl NodeState ===
@@ -64,7 +122,13 @@ impl NodeState {
             Ok(v) => format!("{}://{}", v.runtime_name, v.runtime_version),
             Err(_) => String::new(),
         };
-        let status = node_status(shared, &self.info, &runtime, !runtime.is_empty());
+        let root = shared.config.root_directory.clone();
+        let host = tokio::task::spawn_blocking(move || Host::measure(&root))
+            .await
+            .unwrap_or_default();
+        let now = tokio::time::Instant::now().into_std();
+        let pressure = self.pressure_seen.hold(host.pressure(), now);
+        let status = node_status(shared, &self.info, &runtime, &host, pressure);
         let fresh = self
             .sent
             .as_ref()
@@ -122,6 +186,79 @@ impl NodeState {
     }
 }
 
+// === impl Host ===
+
+impl Host {
+    /// Reads /proc and statvfs(2) of `root`, or of its nearest existing ancestor while edged
+    /// has not made it yet. What cannot be read is left unknown.
+    fn measure(root: &Path) -> Host {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_kib = meminfo_kib(&meminfo, "MemTotal:").unwrap_or(0);
+        Host {
+            memory_kib,
+            memory_available_kib: meminfo_kib(&meminfo, "MemAvailable:").unwrap_or(memory_kib),
+            fs: fs_stats(root),
+            tasks: task_stats(),
+        }
+    }
+
+    /// The signals past the kubelet's default hard eviction thresholds; unknown ones are not.
+    fn pressure(&self) -> Pressure {
+        Pressure {
+            memory: memory_pressure(self.memory_kib, self.memory_available_kib),
+            disk: self.fs.is_some_and(|fs| fs.pressure()),
+            pid: self.tasks.is_some_and(|t| t.pressure()),
+        }
+    }
+}
+
+// === impl FsStats ===
+
+impl FsStats {
+    /// `nodefs.available<10%` or `nodefs.inodesFree<5%`; the inode signal only where the
+    /// filesystem has a fixed number of inodes.
+    fn pressure(&self) -> bool {
+        below(self.bytes_available, self.bytes, 10) || below(self.inodes_free, self.inodes, 5)
+    }
+
+    /// What pods may use: the size less the kubelet's reservation for its `nodefs.available`
+    /// hard eviction threshold (10%), as the kubelet computes allocatable.
+    fn allocatable(&self) -> u64 {
+        self.bytes - percent_of(self.bytes, 10)
+    }
+}
+
+// === impl TaskStats ===
+
+impl TaskStats {
+    /// `pid.available<10%`: fewer than a tenth of the PIDs the kernel allows are left.
+    fn pressure(&self) -> bool {
+        below(self.max.saturating_sub(self.running), self.max, 10)
+    }
+}
+
+// === impl PressureSeen ===
+
+impl PressureSeen {
+    /// The conditions to report when `observed` holds at `now`: each one from the first tick
+    /// its signal is past the threshold until [`PRESSURE_TRANSITION_PERIOD`] after the last.
+    fn hold(&mut self, observed: Pressure, now: Instant) -> Pressure {
+        Pressure {
+            memory: held(&mut self.memory, observed.memory, now),
+            disk: held(&mut self.disk, observed.disk, now),
+            pid: held(&mut self.pid, observed.pid, now),
+        }
+    }
+}
+
+/// Whether a signal `observed` (or not) at `now` still holds, given when it was last `seen`.
+fn held(seen: &mut Option<Instant>, observed: bool, now: Instant) -> bool {
+    if observed {
+        *seen = Some(now);
+    }
+    seen.is_some_and(|at| now.saturating_duration_since(at) < PRESSURE_TRANSITION_PERIOD)
+}
+
 /// Sets each condition's heartbeat to `now` and its transition time to when its status last
 /// changed (now, for a condition new or changed since the last call).
 fn stamp_conditions(status: &mut Value, since: &mut HashMap<String, (String, String)>, now: &str) {
@@ -153,29 +290,21 @@ fn new_lease(node: &str, duration: i32, now: &str) -> Lease {
 }
 
 /// The node's status, without heartbeat times.
-fn node_status(shared: &Shared, info: &Value, runtime: &str, runtime_ok: bool) -> Value {
+fn node_status(
+    shared: &Shared,
+    info: &Value,
+    runtime: &str,
+    host: &Host,
+    pressure: Pressure,
+) -> Value {
     let mut node_info = info.clone();
     node_info["containerRuntimeVersion"] = json!(runtime);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let memory = meminfo("MemTotal:").unwrap_or(0);
-    let available = meminfo("MemAvailable:").unwrap_or(memory);
-    let pods = shared.config.max_pods.to_string();
-    let resources = json!({"cpu": cpus.to_string(), "memory": format!("{memory}Ki"), "pods": pods});
-    let condition = |kind: &str, ok: bool, reason: &str, message: &str| json!({"type": kind, "status": if ok { "True" } else { "False" }, "reason": reason, "message": message});
-    let low_memory = memory > 0 && available * 20 < memory;
+    let (capacity, allocatable) = resources(cpus, host, shared.config.max_pods);
     json!({
-        "conditions": [
-            condition("MemoryPressure", low_memory, if low_memory { "KubeletHasInsufficientMemory" } else { "KubeletHasSufficientMemory" }, "kubelet has sufficient memory available"),
-            condition("DiskPressure", false, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            condition("PIDPressure", false, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            if runtime_ok {
-                condition("Ready", true, "KubeletReady", "edged is posting ready status")
-            } else {
-                condition("Ready", false, "KubeletNotReady", "container runtime is down")
-            },
-        ],
-        "capacity": resources,
-        "allocatable": resources,
+        "conditions": conditions(pressure, !runtime.is_empty()),
+        "capacity": capacity,
+        "allocatable": allocatable,
         "addresses": [
             {"type": "InternalIP", "address": shared.host_ip},
             {"type": "Hostname", "address": shared.node},
@@ -183,6 +312,163 @@ fn node_status(shared: &Shared, info: &Value, runtime: &str, runtime_ok: bool) -
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
         "nodeInfo": node_info,
     })
+}
+
+/// Capacity and allocatable. Only sizes go in, never what is free, so they stay the same from
+/// tick to tick and an unchanged status is not sent again.
+fn resources(cpus: usize, host: &Host, max_pods: u32) -> (Value, Value) {
+    let mut capacity = json!({
+        "cpu": cpus.to_string(),
+        "memory": format!("{}Ki", host.memory_kib),
+        "pods": max_pods.to_string(),
+    });
+    let mut allocatable = capacity.clone();
+    if let Some(fs) = host.fs {
+        capacity["ephemeral-storage"] = json!(binary_quantity(fs.bytes));
+        allocatable["ephemeral-storage"] = json!(binary_quantity(fs.allocatable()));
+    }
+    (capacity, allocatable)
+}
+
+/// The node's conditions, with the kubelet's reasons and messages.
+fn conditions(pressure: Pressure, runtime_ok: bool) -> Value {
+    type Said = (&'static str, &'static str);
+    let condition = |kind: &str, holds: bool, when_true: Said, when_false: Said| {
+        let (status, (reason, message)) = if holds {
+            ("True", when_true)
+        } else {
+            ("False", when_false)
+        };
+        json!({"type": kind, "status": status, "reason": reason, "message": message})
+    };
+    json!([
+        condition(
+            "MemoryPressure",
+            pressure.memory,
+            (
+                "KubeletHasInsufficientMemory",
+                "kubelet has insufficient memory available"
+            ),
+            (
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available"
+            ),
+        ),
+        condition(
+            "DiskPressure",
+            pressure.disk,
+            ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+            ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ),
+        condition(
+            "PIDPressure",
+            pressure.pid,
+            (
+                "KubeletHasInsufficientPID",
+                "kubelet has insufficient PID available"
+            ),
+            (
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available"
+            ),
+        ),
+        condition(
+            "Ready",
+            runtime_ok,
+            ("KubeletReady", "edged is posting ready status"),
+            ("KubeletNotReady", "container runtime is down"),
+        ),
+    ])
+}
+
+/// Memory is short when less than 5% of it is available.
+fn memory_pressure(total_kib: u64, available_kib: u64) -> bool {
+    below(available_kib, total_kib, 5)
+}
+
+/// Whether `available` is under `percent` of `capacity`, the threshold truncated to a whole
+/// unit as the kubelet does; never when the capacity is unknown (zero).
+fn below(available: u64, capacity: u64, percent: u64) -> bool {
+    capacity > 0 && available < percent_of(capacity, percent)
+}
+
+/// `percent` of `value`, rounded down.
+fn percent_of(value: u64, percent: u64) -> u64 {
+    (u128::from(value) * u128::from(percent) / 100) as u64
+}
+
+/// `bytes` as a Kubernetes quantity in the largest binary unit that holds it exactly
+/// (`1536`, `4Ki`, `20Gi`), as the API writes it.
+fn binary_quantity(bytes: u64) -> String {
+    const UNITS: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    let (mut value, mut unit) = (bytes, 0);
+    while value != 0 && value % 1024 == 0 && unit + 1 < UNITS.len() {
+        value /= 1024;
+        unit += 1;
+    }
+    format!("{value}{}", UNITS[unit])
+}
+
+/// statvfs(2) of `path`, or of its nearest ancestor that exists.
+fn fs_stats(path: &Path) -> Option<FsStats> {
+    let dir = path
+        .ancestors()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .find(|p| p.exists())?;
+    let st = rustix::fs::statvfs(dir).ok()?;
+    Some(FsStats {
+        bytes: st.f_blocks.saturating_mul(st.f_frsize),
+        bytes_available: st.f_bavail.saturating_mul(st.f_frsize),
+        inodes: st.f_files,
+        inodes_free: st.f_ffree,
+    })
+}
+
+/// Tasks in use and the kernel's limit, read as the kubelet reads them: the limit is the lower
+/// of `pid_max` and `threads-max`, the count is the total in /proc/loadavg (threads included,
+/// since each takes a PID), or the processes in /proc when that cannot be read.
+fn task_stats() -> Option<TaskStats> {
+    let max = ["/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"]
+        .iter()
+        .filter_map(|p| read_trim(p).parse::<u64>().ok())
+        .min()?;
+    let running = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| loadavg_tasks(&text))
+        .or_else(count_processes)?;
+    Some(TaskStats { running, max })
+}
+
+/// The total of tasks in /proc/loadavg's fourth field (`running/total`).
+fn loadavg_tasks(text: &str) -> Option<u64> {
+    let (_, total) = text.split_whitespace().nth(3)?.split_once('/')?;
+    total.parse().ok()
+}
+
+/// The processes in /proc (its numeric entries).
+fn count_processes() -> Option<u64> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let numeric = |name: &std::ffi::OsStr| {
+        name.to_str()
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let count = entries
+        .filter_map(Result::ok)
+        .filter(|e| numeric(&e.file_name()))
+        .count();
+    Some(count as u64)
+}
+
+/// A field of /proc/meminfo's `text` (`MemTotal:`), in KiB.
+fn meminfo_kib(text: &str, field: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The host's part of `nodeInfo` (it does not change while edgecore runs).
@@ -198,12 +484,6 @@ fn node_info() -> Value {
         "operatingSystem": "linux",
         "architecture": arch(),
     })
-}
-
-fn meminfo(field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn read_trim(path: &str) -> String {
@@ -250,6 +530,197 @@ mod tests {
         stamp_conditions(&mut third, &mut since, "t3");
         assert_eq!(third["conditions"][0]["lastTransitionTime"], "t3");
         assert_eq!(third["conditions"][1]["lastTransitionTime"], "t1");
+    }
+
+    const GI: u64 = 1024 * 1024 * 1024;
+
+    fn fs(bytes: u64, bytes_available: u64, inodes: u64, inodes_free: u64) -> FsStats {
+        FsStats {
+            bytes,
+            bytes_available,
+            inodes,
+            inodes_free,
+        }
+    }
+
+    #[test]
+    fn disk_pressure_starts_under_a_tenth_of_space_or_a_twentieth_of_inodes() {
+        assert!(!fs(100 * GI, 10 * GI, 1000, 50).pressure());
+        assert!(fs(100 * GI, 10 * GI - 1, 1000, 500).pressure());
+        assert!(fs(100 * GI, 50 * GI, 1000, 49).pressure());
+        assert!(
+            !fs(100 * GI, 50 * GI, 0, 0).pressure(),
+            "no fixed inode count"
+        );
+        assert!(!fs(0, 0, 0, 0).pressure(), "unknown size");
+    }
+
+    #[test]
+    fn pid_pressure_starts_when_under_a_tenth_of_pids_are_left() {
+        let tasks = |running, max| TaskStats { running, max };
+        assert!(!tasks(900, 1000).pressure());
+        assert!(tasks(901, 1000).pressure());
+        assert!(tasks(5000, 1000).pressure());
+        assert!(!tasks(10, 0).pressure(), "unknown limit");
+    }
+
+    #[test]
+    fn memory_pressure_starts_under_a_twentieth_available() {
+        assert!(!memory_pressure(1000, 50));
+        assert!(memory_pressure(1000, 49));
+        assert!(!memory_pressure(0, 0));
+    }
+
+    #[test]
+    fn an_unknown_host_is_under_no_pressure() {
+        assert_eq!(Host::default().pressure(), Pressure::default());
+        let host = Host {
+            memory_kib: 1000,
+            memory_available_kib: 10,
+            fs: Some(fs(100, 1, 100, 100)),
+            tasks: Some(TaskStats {
+                running: 999,
+                max: 1000,
+            }),
+        };
+        let all = Pressure {
+            memory: true,
+            disk: true,
+            pid: true,
+        };
+        assert_eq!(host.pressure(), all);
+    }
+
+    #[test]
+    fn a_pressure_condition_holds_for_the_transition_period_after_its_signal_clears() {
+        let start = Instant::now();
+        let at = |secs| start + Duration::from_secs(secs);
+        let disk = Pressure {
+            disk: true,
+            ..Pressure::default()
+        };
+        let none = Pressure::default();
+        let mut seen = PressureSeen::default();
+        assert_eq!(seen.hold(none, at(0)), none);
+        assert_eq!(seen.hold(disk, at(10)), disk);
+        assert_eq!(seen.hold(none, at(20)), disk);
+        assert_eq!(seen.hold(disk, at(100)), disk);
+        assert_eq!(
+            seen.hold(none, at(399)),
+            disk,
+            "five minutes after the last sighting"
+        );
+        assert_eq!(seen.hold(none, at(400)), none);
+        assert_eq!(seen.hold(disk, at(500)), disk);
+    }
+
+    #[test]
+    fn ephemeral_storage_is_the_filesystem_size_less_the_eviction_reserve() {
+        let mut host = Host {
+            memory_kib: 2048,
+            fs: Some(fs(100 * GI, 40 * GI, 0, 0)),
+            ..Host::default()
+        };
+        let (capacity, allocatable) = resources(4, &host, 110);
+        assert_eq!(
+            capacity,
+            json!({"cpu": "4", "memory": "2048Ki", "pods": "110", "ephemeral-storage": "100Gi"})
+        );
+        assert_eq!(allocatable["ephemeral-storage"], "90Gi");
+        assert_eq!(allocatable["memory"], "2048Ki");
+
+        host.fs = Some(fs(10_000_000_000, 0, 0, 0));
+        let (capacity_dec, allocatable_dec) = resources(4, &host, 110);
+        assert_eq!(capacity_dec["ephemeral-storage"], "9765625Ki");
+        assert_eq!(allocatable_dec["ephemeral-storage"], "9000000000");
+
+        host.fs = Some(fs(100 * GI, 3 * GI, 0, 0));
+        assert_eq!(
+            resources(4, &host, 110).0,
+            capacity,
+            "free space is not reported"
+        );
+        host.fs = None;
+        assert!(
+            resources(4, &host, 110)
+                .0
+                .get("ephemeral-storage")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn conditions_carry_the_kubelets_reasons() {
+        let reasons = |pressure, ready| {
+            let list = conditions(pressure, ready);
+            let list = list.as_array().unwrap().clone();
+            list.iter()
+                .map(|c| {
+                    format!(
+                        "{} {} {}",
+                        c["type"].as_str().unwrap(),
+                        c["status"].as_str().unwrap(),
+                        c["reason"].as_str().unwrap()
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            reasons(Pressure::default(), true),
+            [
+                "MemoryPressure False KubeletHasSufficientMemory",
+                "DiskPressure False KubeletHasNoDiskPressure",
+                "PIDPressure False KubeletHasSufficientPID",
+                "Ready True KubeletReady",
+            ]
+        );
+        let all = Pressure {
+            memory: true,
+            disk: true,
+            pid: true,
+        };
+        assert_eq!(
+            reasons(all, false),
+            [
+                "MemoryPressure True KubeletHasInsufficientMemory",
+                "DiskPressure True KubeletHasDiskPressure",
+                "PIDPressure True KubeletHasInsufficientPID",
+                "Ready False KubeletNotReady",
+            ]
+        );
+        assert_eq!(
+            conditions(all, true)[1]["message"],
+            "kubelet has disk pressure"
+        );
+    }
+
+    #[test]
+    fn byte_counts_use_the_largest_exact_binary_unit() {
+        assert_eq!(binary_quantity(0), "0");
+        assert_eq!(binary_quantity(1536), "1536");
+        assert_eq!(binary_quantity(4096), "4Ki");
+        assert_eq!(binary_quantity(3 * 1024 * 1024 + 1024), "3073Ki");
+        assert_eq!(binary_quantity(20 * GI), "20Gi");
+    }
+
+    #[test]
+    fn proc_files_parse() {
+        assert_eq!(loadavg_tasks("1.36 3.49 4.53 2/3518 3715089\n"), Some(3518));
+        assert_eq!(loadavg_tasks("1.36 3.49"), None);
+        assert_eq!(loadavg_tasks("1.36 3.49 4.53 2-3518 1"), None);
+        let meminfo = "MemTotal:       16303488 kB\nMemFree:  100 kB\nMemAvailable:   8000000 kB\n";
+        assert_eq!(meminfo_kib(meminfo, "MemTotal:"), Some(16303488));
+        assert_eq!(meminfo_kib(meminfo, "MemAvailable:"), Some(8000000));
+        assert_eq!(meminfo_kib(meminfo, "SwapTotal:"), None);
+    }
+
+    #[test]
+    fn a_root_directory_not_made_yet_is_measured_on_its_nearest_ancestor() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = fs_stats(dir.path()).expect("statvfs of a temp dir");
+        let later = fs_stats(&dir.path().join("not/made/yet")).unwrap();
+        assert!(here.bytes > 0);
+        assert_eq!(later.bytes, here.bytes);
     }
 
     #[test]

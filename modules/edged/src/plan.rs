@@ -5,6 +5,7 @@
 //! and every decision is computed again from the runtime's state, so an edgecore restarted at
 //! any point (or a node rebooted, containerd restarted) picks up exactly where it left off.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 /// Restart policy of a pod.
@@ -29,6 +30,9 @@ pub struct Desired {
     pub containers: Vec<String>,
     /// Restart policy.
     pub restart: RestartPolicy,
+    /// Running containers to kill (their liveness or startup probe failed), by runtime id;
+    /// the restart policy decides whether they start again.
+    pub kill: BTreeSet<String>,
 }
 
 /// A sandbox the runtime holds for the pod.
@@ -344,6 +348,12 @@ fn start_if_due(
         return start(plan);
     };
     match &c.state {
+        State::Running { .. } if desired.kill.contains(&c.id) => {
+            plan.actions.push(Action::StopContainer {
+                id: c.id.clone(),
+                name: c.name.clone(),
+            })
+        }
         State::Running { .. } | State::Unknown => {}
         State::Created => plan
             .actions

@@ -73,6 +73,7 @@ pub fn desired(pod: &Pod, run: bool) -> Desired {
         init: names(spec.and_then(|s| s.init_containers.as_ref())),
         containers: names(spec.map(|s| &s.containers)),
         restart,
+        kill: Default::default(),
     }
 }
 

@@ -3,7 +3,7 @@
 //! over while unchanged, container statuses with state, last state and restart count, IPs,
 //! start time and QoS class. Pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 use apimachinery::time::format_rfc3339;
@@ -23,6 +23,10 @@ pub struct Extra {
     pub waiting: BTreeMap<String, (String, String)>,
     /// Image id per container id.
     pub image_ids: BTreeMap<String, String>,
+    /// Running containers whose startup probe has not passed yet (not `started`).
+    pub not_started: BTreeSet<String>,
+    /// Running containers whose readiness probe does not pass (not `ready`).
+    pub unready: BTreeSet<String>,
 }
 
 /// The status to report for `pod`.
@@ -188,8 +192,14 @@ fn container_status(c: &Spec, observed: &Observed, sandbox: Option<&str>, extra:
         Some(l) if waiting.is_some() && matches!(l.state, State::Exited { .. }) => state_of(l),
         _ => previous.map(state_of).unwrap_or_else(|| json!({})),
     };
-    // A container running outside the pod's current sandbox is being stopped.
-    let ready = running && latest.is_some_and(|l| Some(l.sandbox.as_str()) == sandbox);
+    // A container running outside the pod's current sandbox is being stopped; one whose
+    // startup probe has not passed is not started; one whose readiness probe does not pass is
+    // not ready.
+    let id = latest.map_or("", |l| l.id.as_str());
+    let started = running && !extra.not_started.contains(id);
+    let ready = started
+        && latest.is_some_and(|l| Some(l.sandbox.as_str()) == sandbox)
+        && !extra.unready.contains(id);
     let mut s = json!({
         "name": c.name,
         "image": c.image.clone().unwrap_or_default(),
@@ -197,7 +207,7 @@ fn container_status(c: &Spec, observed: &Observed, sandbox: Option<&str>, extra:
         "state": state,
         "lastState": last,
         "ready": ready,
-        "started": ready,
+        "started": started,
         "restartCount": latest.map_or(0, |l| l.attempt),
     });
     if let Some(l) = latest {
@@ -326,6 +336,47 @@ mod tests {
         assert_eq!(cs["ready"], true);
         assert_eq!(cs["containerID"], "containerd://c");
         assert!(cs["state"]["running"]["startedAt"].is_string());
+    }
+
+    #[test]
+    fn probes_decide_started_and_ready() {
+        let p = pod("Always");
+        let d = crate::spec::desired(&p, true);
+        let o = observed(State::Running { started: t(1) }, 0);
+        let condition = |s: &Value, kind: &str| {
+            s["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == kind)
+                .unwrap()["status"]
+                .clone()
+        };
+        let unready = Extra {
+            unready: ["c".to_string()].into(),
+            ..Extra::default()
+        };
+        let s = pod_status(&p, &d, &o, &unready, t(2));
+        let cs = &s["containerStatuses"][0];
+        assert_eq!(
+            (cs["started"].clone(), cs["ready"].clone()),
+            (json!(true), json!(false))
+        );
+        assert_eq!(condition(&s, "Ready"), "False");
+        assert_eq!(condition(&s, "ContainersReady"), "False");
+        assert_eq!(s["phase"], "Running", "an unready pod still runs");
+        let starting = Extra {
+            not_started: ["c".to_string()].into(),
+            ..Extra::default()
+        };
+        let s = pod_status(&p, &d, &o, &starting, t(2));
+        let cs = &s["containerStatuses"][0];
+        assert_eq!(
+            (cs["started"].clone(), cs["ready"].clone()),
+            (json!(false), json!(false))
+        );
+        let s = pod_status(&p, &d, &o, &Extra::default(), t(2));
+        assert_eq!(condition(&s, "Ready"), "True");
     }
 
     #[test]

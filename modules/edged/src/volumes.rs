@@ -110,9 +110,14 @@ fn source(
                 files.extend(downward(&d.items, mode)?);
             }
             if let Some(t) = &s.service_account_token {
-                // The token itself comes from the TokenRequest API; until it is fetched the file
-                // exists and is empty.
-                files.insert(checked(&t.path).map_err(failed)?, (Vec::new(), mode));
+                let key = crate::tokens::key(pod, t);
+                let token = refs.tokens.get(&key).ok_or_else(|| {
+                    failed(format!(
+                        "no token for service account \"{}\" yet (TokenRequest)",
+                        key.account
+                    ))
+                })?;
+                files.insert(checked(&t.path).map_err(failed)?, (token.clone(), mode));
             }
         }
         return Ok(("projected", Source::Files(files)));

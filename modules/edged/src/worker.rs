@@ -17,10 +17,13 @@ use tokio_util::sync::CancellationToken;
 use crate::Shared;
 use crate::env::{self, Placement, Refs};
 use crate::error::EdgedError;
+use crate::events::{Events, Involved};
 use crate::plan::{self, Action};
+use crate::probe::{self, Prober};
 use crate::runtime::{self, Snapshot};
 use crate::spec::{self, PodId};
 use crate::status::{self, Extra};
+use crate::tokens::{self, Token, TokenKey};
 use crate::volumes;
 
 /// Where a volume is on the host, and whether it holds API data (mounted read-only).
@@ -58,10 +61,19 @@ struct Worker {
     waiting: BTreeMap<String, (String, String)>,
     /// Image pull back-off: failures and the time the next pull may start, by image.
     pulls: HashMap<String, (u32, SystemTime)>,
-    /// The last status reported.
-    reported: Option<Value>,
+    /// The last status reported, and the status the store held when it was: while the store
+    /// still holds that one, the report is on its way and is not sent again; once the store
+    /// holds another (someone else wrote it, or a mirror pod was created again), it is.
+    reported: Option<(Value, Option<Value>)>,
     /// The final delete was accepted by the API.
     deleted: bool,
+    /// The containers' probes.
+    prober: Prober,
+    /// Service-account tokens held for the pod's projected volumes.
+    tokens: HashMap<TokenKey, Token>,
+    /// When a token is due again (Unix seconds).
+    token_due: Option<i64>,
+    events: Events,
 }
 
 /// Starts the worker of pod `id`.
@@ -82,6 +94,10 @@ pub fn spawn(
         pulls: HashMap::new(),
         reported: None,
         deleted: false,
+        prober: Prober::new(wake.clone(), shared.events.clone()),
+        tokens: HashMap::new(),
+        token_due: None,
+        events: shared.events.clone(),
     };
     let run = worker.run(rx, wake.clone(), shutdown);
     shared
@@ -134,24 +150,42 @@ impl Worker {
     /// the node and the worker can end.
     async fn sync(&mut self, pod: Option<&Pod>) -> Result<Option<Duration>, EdgedError> {
         let run = pod.is_some_and(|p| p.metadata.deletion_timestamp.is_none());
-        let desired = match pod {
+        let mut desired = match pod {
             Some(p) => spec::desired(p, run),
             None => plan::Desired {
                 run: false,
                 init: vec![],
                 containers: vec![],
                 restart: plan::RestartPolicy::Never,
+                kill: Default::default(),
             },
         };
+        if run {
+            desired.kill = self.prober.unhealthy();
+        }
         let mut snap = runtime::observe(&self.shared.cri, &self.id.uid).await?;
         let inputs = match pod {
             Some(p) if run => self.inputs(p, &snap.pod_ip).await?,
             _ => Inputs::default(),
         };
         let mut next = self.converge(pod, &desired, &mut snap, &inputs).await?;
+        match pod {
+            Some(p) if run => {
+                let target = probe::Target {
+                    cri: self.shared.cri.clone(),
+                    host: self.pod_ip(p, &snap),
+                };
+                self.prober.sync(p, &snap.observed, &target);
+            }
+            _ => self.prober.clear(),
+        }
         let now = SystemTime::now();
         if let Some(retry) = self.pulls.values().map(|p| p.1).min() {
             next = next.min(retry.duration_since(now).unwrap_or_default());
+        }
+        if let Some(due) = self.token_due {
+            let wait = (due - status::unix(now)).max(0) as u64;
+            next = next.min(Duration::from_secs(wait));
         }
         let Some(pod) = pod else {
             if snap.observed.sandboxes.is_empty() && snap.observed.containers.is_empty() {
@@ -190,7 +224,7 @@ impl Worker {
         let mut next = Duration::from_secs(60);
         for _ in 0..8 {
             let plan = plan::plan(desired, &snap.observed, SystemTime::now());
-            self.note_backoff(&plan);
+            self.note_backoff(pod, &plan);
             if let Some(due) = plan.backoff.iter().map(|b| b.1).min() {
                 let wait = due.duration_since(SystemTime::now()).unwrap_or_default();
                 next = next.min(wait + Duration::from_millis(50));
@@ -215,9 +249,24 @@ impl Worker {
     }
 
     /// Crash-loop back-offs become the containers' waiting reasons.
-    fn note_backoff(&mut self, plan: &plan::Plan) {
+    fn note_backoff(&mut self, pod: Option<&Pod>, plan: &plan::Plan) {
+        let before: Vec<String> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.0 == "CrashLoopBackOff")
+            .map(|(n, _)| n.clone())
+            .collect();
         self.waiting.retain(|_, w| w.0 != "CrashLoopBackOff");
         for (name, _, wait) in &plan.backoff {
+            if let Some(p) = pod.filter(|_| !before.contains(name)) {
+                let involved = Involved::container(p, name);
+                let text = "Back-off restarting failed container";
+                self.events.warning(
+                    &involved,
+                    "BackOff",
+                    &format!("{text} {name} in pod {}", self.id.key()),
+                );
+            }
             let msg = format!(
                 "back-off {}s restarting failed container={name} pod={}_{}({})",
                 wait.as_secs(),
@@ -241,7 +290,11 @@ impl Worker {
         tracing::debug!(?action, "applying");
         match action {
             Action::StopContainer { id, name } => {
-                let grace = pod.map_or(ORPHAN_GRACE_SECONDS, grace_period);
+                let probe_grace = pod
+                    .filter(|_| self.prober.unhealthy().contains(&id))
+                    .and_then(|p| Prober::kill_grace(p, &name));
+                let grace =
+                    probe_grace.unwrap_or_else(|| pod.map_or(ORPHAN_GRACE_SECONDS, grace_period));
                 if let Some(p) = pod {
                     self.pre_stop(p, &id, &name, grace).await;
                 }
@@ -275,9 +328,21 @@ impl Worker {
                 {
                     Ok(()) => {
                         self.waiting.remove(&name);
+                        let involved = Involved::container(p, &name);
+                        self.events.normal(
+                            &involved,
+                            "Started",
+                            &format!("Started container {name}"),
+                        );
                     }
                     Err(EdgedError::Pod { reason, message }) => {
                         tracing::warn!(container = %name, reason, %message, "container cannot start");
+                        let involved = Involved::container(p, &name);
+                        let (event, text) = match reason {
+                            "ImagePullBackOff" => ("BackOff", message.clone()),
+                            _ => ("Failed", format!("Error: {message}")),
+                        };
+                        self.events.warning(&involved, event, &text);
                         self.waiting.insert(name, (reason.into(), message));
                     }
                     Err(e) => return Err(e),
@@ -303,7 +368,13 @@ impl Worker {
             )
         })?;
         let image = c.image.clone().unwrap_or_default();
-        self.ensure_image(&image, c.image_pull_policy.as_deref())
+        let involved = Involved::container(pod, name);
+        let secrets: Vec<Value> = crate::credentials::pull_secret_names(pod)
+            .iter()
+            .filter_map(|n| inputs.refs.secrets.get(n).cloned())
+            .collect();
+        let auth = crate::credentials::auth_for(&image, &secrets);
+        self.ensure_image(&image, c.image_pull_policy.as_deref(), auth, &involved)
             .await?;
         let placement = Placement {
             pod_ip: snap.pod_ip.clone(),
@@ -330,6 +401,22 @@ impl Worker {
             .await
             .map_err(|e| EdgedError::pod("RunContainerError", e.to_string()))?;
         tracing::info!(container = name, attempt, id = %id, "container started");
+        if let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
+            // The kubelet kills a container whose postStart hook fails; the restart policy
+            // decides what follows.
+            let grace = grace_period(pod);
+            let bound = Duration::from_secs(grace.max(1) as u64);
+            if let Err(why) = self.hook(pod, c, &id, hook, bound).await {
+                let message = format!("PostStartHook failed: {why}");
+                self.events.warning(
+                    &Involved::container(pod, name),
+                    "FailedPostStartHook",
+                    &message,
+                );
+                ignore_missing(cri.stop_container(&id, grace).await)?;
+                return Err(EdgedError::pod("PostStartHookError", message));
+            }
+        }
         Ok(())
     }
 
@@ -342,7 +429,13 @@ impl Worker {
 
     /// The image is present, or pulled per the policy; an offline node never fails a pod whose
     /// image is present, whatever the policy says.
-    async fn ensure_image(&mut self, image: &str, policy: Option<&str>) -> Result<(), EdgedError> {
+    async fn ensure_image(
+        &mut self,
+        image: &str,
+        policy: Option<&str>,
+        auth: Option<cri::api::AuthConfig>,
+        involved: &Involved,
+    ) -> Result<(), EdgedError> {
         let cri = &self.shared.cri;
         let present = cri.image_status(image).await?.is_some();
         let policy = policy.unwrap_or_else(|| default_pull_policy(image));
@@ -360,6 +453,10 @@ impl Worker {
                     image,
                     "offline: using the image present on the node instead of pulling it"
                 );
+                let message = format!(
+                    "Container image \"{image}\" already present on machine; not pulled: the node is offline"
+                );
+                self.events.normal(involved, "Pulled", &message);
                 return Ok(());
             }
             _ => {}
@@ -376,7 +473,7 @@ impl Worker {
                 format!("Back-off pulling image \"{image}\" ({failures} failed pulls)"),
             ));
         }
-        let pulled = tokio::time::timeout(PULL_TIMEOUT, cri.pull_image(image, None, None)).await;
+        let pulled = tokio::time::timeout(PULL_TIMEOUT, cri.pull_image(image, auth, None)).await;
         match pulled {
             Ok(Ok(_)) => {
                 self.pulls.remove(image);
@@ -393,6 +490,10 @@ impl Worker {
                 };
                 if present {
                     tracing::warn!(image, error = %why, "pull failed; using the image present on the node");
+                    let message = format!(
+                        "Failed to pull image \"{image}\": {why}; using the image present on machine"
+                    );
+                    self.events.warning(involved, "Failed", &message);
                     return Ok(());
                 }
                 Err(EdgedError::pod(
@@ -403,30 +504,150 @@ impl Worker {
         }
     }
 
-    /// Runs the container's preStop exec hook, bounded by the grace period.
+    /// Runs the container's preStop hook, bounded by the grace period.
     async fn pre_stop(&self, pod: &Pod, id: &str, name: &str, grace: i64) {
         let Some(c) = spec::container(pod, name) else {
             return;
         };
-        let Some(cmd) = c
-            .lifecycle
-            .as_ref()
-            .and_then(|l| l.pre_stop.as_ref())
-            .and_then(|h| h.exec.as_ref())
-            .and_then(|e| e.command.clone())
-        else {
+        let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) else {
             return;
         };
-        if let Err(e) = self.shared.cri.exec_sync(id, cmd, grace.max(1)).await {
-            tracing::warn!(container = name, error = %e, "preStop hook failed");
+        let bound = Duration::from_secs(grace.max(1) as u64);
+        if let Err(why) = self.hook(pod, c, id, hook, bound).await {
+            tracing::warn!(container = name, error = %why, "preStop hook failed");
+            let message = format!("PreStopHook failed: {why}");
+            self.events.warning(
+                &Involved::container(pod, name),
+                "FailedPreStopHook",
+                &message,
+            );
         }
+    }
+
+    /// Runs a lifecycle hook of container `c` (runtime id `id`) for at most `bound`: exec in
+    /// the container, an HTTP GET (2xx and 3xx succeed), or a sleep.
+    async fn hook(
+        &self,
+        pod: &Pod,
+        c: &k8s_openapi::api::core::v1::Container,
+        id: &str,
+        hook: &k8s_openapi::api::core::v1::LifecycleHandler,
+        bound: Duration,
+    ) -> Result<(), String> {
+        let run = async {
+            if let Some(exec) = &hook.exec {
+                let cmd = exec.command.clone().unwrap_or_default();
+                let r = self
+                    .shared
+                    .cri
+                    .exec_sync(id, cmd, bound.as_secs() as i64)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if r.exit_code != 0 {
+                    let out = String::from_utf8_lossy(&r.stdout).trim().to_string();
+                    return Err(format!("command exited with {}: {out}", r.exit_code));
+                }
+            } else if let Some(get) = &hook.http_get {
+                let port = probe::port(&get.port, c).ok_or("unknown port")?;
+                let snap = runtime::observe(&self.shared.cri, &self.id.uid)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let host = get.host.clone().unwrap_or_else(|| self.pod_ip(pod, &snap));
+                let code = probe::http_get(get, &host, port).await?;
+                if !(200..400).contains(&code) {
+                    return Err(format!(
+                        "HTTP lifecycle hook failed with statuscode: {code}"
+                    ));
+                }
+            } else if let Some(sleep) = &hook.sleep {
+                tokio::time::sleep(Duration::from_secs(sleep.seconds.max(0) as u64)).await;
+            }
+            Ok(())
+        };
+        tokio::time::timeout(bound, run)
+            .await
+            .unwrap_or_else(|_| Err(format!("timed out after {}s", bound.as_secs())))
     }
 
     /// The configmaps and secrets the pod reads, and its volumes set up with them.
     async fn inputs(&mut self, pod: &Pod, pod_ip: &str) -> Result<Inputs, EdgedError> {
-        let refs = self.refs(pod).await?;
+        let mut refs = self.refs(pod).await?;
+        self.fill_tokens(pod, &mut refs).await;
         let volumes = self.volumes(pod, &refs, pod_ip)?;
         Ok(Inputs { refs, volumes })
+    }
+
+    /// The service-account tokens the pod's projected volumes hold: the ones held, requested
+    /// again when due; after a restart, the ones the volumes already hold on disk.
+    async fn fill_tokens(&mut self, pod: &Pod, refs: &mut Refs) {
+        let wanted = tokens::wanted(pod);
+        let keys = tokens::keys(&wanted);
+        self.tokens.retain(|k, _| keys.contains(k));
+        let root = &self.shared.config.root_directory;
+        for (key, volume, path) in &wanted {
+            if self.tokens.contains_key(key) {
+                continue;
+            }
+            let file = volumes::volume_dir(root, &self.id.uid, "projected", volume).join(path);
+            let held = std::fs::read_to_string(&file).ok();
+            if let Some(token) = held.and_then(|v| Token::from_jwt(v.trim())) {
+                self.tokens.insert(key.clone(), token);
+            }
+        }
+        let now = apimachinery::time::now_unix();
+        let mut due = None::<i64>;
+        for key in &keys {
+            if self.tokens.get(key).is_none_or(|t| now >= t.refresh_at()) {
+                match self.request_token(pod, key).await {
+                    Ok(token) => {
+                        self.tokens.insert(key.clone(), token);
+                    }
+                    Err(e) => {
+                        tracing::info!(account = %key.account, error = %e, "service-account token not issued; retrying");
+                        due = Some(due.map_or(now + 10, |d| d.min(now + 10)));
+                    }
+                }
+            }
+            if let Some(t) = self.tokens.get(key) {
+                refs.tokens
+                    .insert(key.clone(), t.value.clone().into_bytes());
+                due = Some(due.map_or(t.refresh_at(), |d| d.min(t.refresh_at())));
+            }
+        }
+        self.token_due = due;
+    }
+
+    /// A token from the TokenRequest API, bound to the pod.
+    async fn request_token(&self, pod: &Pod, key: &TokenKey) -> Result<Token, EdgedError> {
+        use k8s_openapi::api::authentication::v1::TokenRequest;
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let api: Api<ServiceAccount> =
+            Api::namespaced(self.shared.client.clone(), &self.id.namespace);
+        let audiences: Vec<&str> = [key.audience.as_str()]
+            .into_iter()
+            .filter(|a| !a.is_empty())
+            .collect();
+        let request: TokenRequest = serde_json::from_value(json!({
+            "spec": {
+                "audiences": audiences,
+                "expirationSeconds": key.expiration,
+                "boundObjectRef": {
+                    "apiVersion": "v1", "kind": "Pod",
+                    "name": pod.metadata.name, "uid": pod.metadata.uid,
+                },
+            },
+        }))
+        .expect("a TokenRequest from known fields");
+        let answer = api
+            .create_token_request(&key.account, &kube::api::PostParams::default(), &request)
+            .await?;
+        let value = answer.status.map(|s| s.token).unwrap_or_default();
+        Token::from_jwt(&value).ok_or_else(|| {
+            EdgedError::pod(
+                "ContainerCreating",
+                "the TokenRequest API answered no usable token",
+            )
+        })
     }
 
     /// The configmaps and secrets the pod's env and volumes read.
@@ -505,6 +726,9 @@ impl Worker {
             }
             Err(EdgedError::Pod { reason, message }) => {
                 tracing::warn!(%message, "volume cannot be set up");
+                let text = format!("MountVolume.SetUp failed: {message}");
+                self.events
+                    .warning(&Involved::pod(pod), "FailedMount", &text);
                 for c in &spec::desired(pod, true).containers {
                     self.waiting
                         .insert(c.clone(), (reason.into(), message.clone()));
@@ -522,25 +746,35 @@ impl Worker {
         Ok(Some(paths))
     }
 
+    /// The pod's IP: its sandbox's, the node's for a host-network pod.
+    fn pod_ip(&self, pod: &Pod, snap: &Snapshot) -> String {
+        if spec::host_network(pod) {
+            self.shared.host_ip.clone()
+        } else {
+            snap.pod_ip.clone()
+        }
+    }
+
     /// Sends the pod's status if it changed since the last report.
     async fn report(&mut self, pod: &Pod, desired: &plan::Desired, snap: &Snapshot) {
         let extra = Extra {
-            pod_ip: if spec::host_network(pod) {
-                self.shared.host_ip.clone()
-            } else {
-                snap.pod_ip.clone()
-            },
+            pod_ip: self.pod_ip(pod, snap),
             host_ip: self.shared.host_ip.clone(),
             waiting: self.waiting.clone(),
             image_ids: snap.image_ids.clone(),
+            not_started: self.prober.pending(probe::Kind::Startup),
+            unready: self.prober.pending(probe::Kind::Readiness),
         };
         let new = status::pod_status(pod, desired, &snap.observed, &extra, SystemTime::now());
         let held = pod
             .status
             .as_ref()
             .and_then(|s| serde_json::to_value(s).ok());
-        if self.reported.as_ref() == Some(&new) || same_status(held.as_ref(), &new) {
-            self.reported = Some(new);
+        let in_flight = self
+            .reported
+            .as_ref()
+            .is_some_and(|(sent, then)| *sent == new && *then == held);
+        if in_flight || same_status(held.as_ref(), &new) {
             return;
         }
         let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &self.id.namespace);
@@ -549,7 +783,7 @@ impl Worker {
             .patch_status(&self.id.name, &PatchParams::default(), &patch)
             .await
         {
-            Ok(_) => self.reported = Some(new),
+            Ok(_) => self.reported = Some((new, held)),
             Err(e) => {
                 tracing::warn!(error = %e, "pod status not sent; retrying at the next sync")
             }

@@ -69,6 +69,7 @@ async fn run(args: &Args, containerd: &Containerd) -> anyhow::Result<()> {
     edged.enable = true;
     edged.remote_runtime_endpoint = containerd.endpoint();
     edged.root_directory = dir.path().join("kubelet");
+    edged.static_pod_path = dir.path().join("manifests");
     edged.pod_logs_directory = dir.path().join("pod-logs");
     let bin = std::env::current_exe()?.with_file_name("e2e-edgecore");
     anyhow::ensure!(bin.exists(), "build e2e-edgecore too: {}", bin.display());

@@ -1,3 +1,4 @@
+use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use super::*;
@@ -12,6 +13,7 @@ fn desired(restart: RestartPolicy) -> Desired {
         init: vec![],
         containers: vec!["app".into()],
         restart,
+        kill: BTreeSet::new(),
     }
 }
 
@@ -232,4 +234,39 @@ fn older_attempts_are_removed_but_the_previous_one_is_kept() {
     };
     let p = plan(&desired(RestartPolicy::Always), &observed, t(10));
     assert_eq!(p.actions, [Action::RemoveContainer { id: "a0".into() }]);
+}
+
+#[test]
+fn a_container_failing_its_liveness_probe_is_killed_and_the_policy_decides_the_rest() {
+    let mut d = desired(RestartPolicy::Always);
+    d.kill.insert("c1".into());
+    let observed = Observed {
+        sandboxes: vec![sandbox("s1", 0, true)],
+        containers: vec![running("c1", "app", 0, "s1")],
+    };
+    let stop = Action::StopContainer {
+        id: "c1".into(),
+        name: "app".into(),
+    };
+    assert_eq!(
+        plan(&d, &observed, t(5)).actions,
+        std::slice::from_ref(&stop)
+    );
+    // Killed (SIGTERM): it starts again at once the first time, as any exit.
+    let killed = Observed {
+        containers: vec![exited("c1", "app", 0, 143, (0, 6))],
+        ..observed.clone()
+    };
+    assert_eq!(plan(&d, &killed, t(6)).actions, [start("app", false, 1)]);
+    // Never: killed, and not started again.
+    d.restart = RestartPolicy::Never;
+    assert_eq!(plan(&d, &observed, t(5)).actions, [stop]);
+    assert_eq!(
+        plan(&d, &killed, t(6)).actions,
+        [Action::StopSandbox { id: "s1".into() }],
+        "the pod is finished"
+    );
+    // A healthy container is left alone.
+    d.kill.clear();
+    assert!(plan(&d, &observed, t(5)).actions.is_empty());
 }
