@@ -316,6 +316,10 @@ fn node_status(
 
 /// Capacity and allocatable. Only sizes go in, never what is free, so they stay the same from
 /// tick to tick and an unchanged status is not sent again.
+/// The kubelet's default hard eviction threshold for memory (`memory.available<100Mi`), also
+/// kept out of the node's allocatable memory.
+const MEMORY_EVICTION_KIB: u64 = 100 * 1024;
+
 fn resources(cpus: usize, host: &Host, max_pods: u32) -> (Value, Value) {
     let mut capacity = json!({
         "cpu": cpus.to_string(),
@@ -323,6 +327,10 @@ fn resources(cpus: usize, host: &Host, max_pods: u32) -> (Value, Value) {
         "pods": max_pods.to_string(),
     });
     let mut allocatable = capacity.clone();
+    allocatable["memory"] = json!(format!(
+        "{}Ki",
+        host.memory_kib.saturating_sub(MEMORY_EVICTION_KIB)
+    ));
     if let Some(fs) = host.fs {
         capacity["ephemeral-storage"] = json!(binary_quantity(fs.bytes));
         allocatable["ephemeral-storage"] = json!(binary_quantity(fs.allocatable()));
@@ -383,7 +391,7 @@ fn conditions(pressure: Pressure, runtime_ok: bool) -> Value {
 
 /// Memory is short when less than 5% of it is available.
 fn memory_pressure(total_kib: u64, available_kib: u64) -> bool {
-    below(available_kib, total_kib, 5)
+    total_kib > 0 && available_kib < MEMORY_EVICTION_KIB
 }
 
 /// Whether `available` is under `percent` of `capacity`, the threshold truncated to a whole
@@ -565,10 +573,10 @@ mod tests {
     }
 
     #[test]
-    fn memory_pressure_starts_under_a_twentieth_available() {
-        assert!(!memory_pressure(1000, 50));
-        assert!(memory_pressure(1000, 49));
-        assert!(!memory_pressure(0, 0));
+    fn memory_pressure_starts_under_100_mi_available() {
+        assert!(!memory_pressure(8 << 20, 102_400));
+        assert!(memory_pressure(8 << 20, 102_399));
+        assert!(!memory_pressure(0, 0), "unknown");
     }
 
     #[test]
@@ -617,17 +625,17 @@ mod tests {
     #[test]
     fn ephemeral_storage_is_the_filesystem_size_less_the_eviction_reserve() {
         let mut host = Host {
-            memory_kib: 2048,
+            memory_kib: 204_800,
             fs: Some(fs(100 * GI, 40 * GI, 0, 0)),
             ..Host::default()
         };
         let (capacity, allocatable) = resources(4, &host, 110);
         assert_eq!(
             capacity,
-            json!({"cpu": "4", "memory": "2048Ki", "pods": "110", "ephemeral-storage": "100Gi"})
+            json!({"cpu": "4", "memory": "204800Ki", "pods": "110", "ephemeral-storage": "100Gi"})
         );
         assert_eq!(allocatable["ephemeral-storage"], "90Gi");
-        assert_eq!(allocatable["memory"], "2048Ki");
+        assert_eq!(allocatable["memory"], "102400Ki", "100Mi kept for eviction");
 
         host.fs = Some(fs(10_000_000_000, 0, 0, 0));
         let (capacity_dec, allocatable_dec) = resources(4, &host, 110);

@@ -6,8 +6,8 @@
 //! whose liveness or startup probe failed (the restart policy decides what follows) and reports
 //! readiness in the pod's status. Liveness and readiness wait for the startup probe to succeed.
 //! Handlers: exec (CRI `ExecSync`), httpGet (HTTP or HTTPS without verification, 200 to 399
-//! succeeds, as the kubelet), tcpSocket (a connection succeeds); a gRPC probe is not run yet and
-//! keeps its initial result.
+//! succeeds, as the kubelet), tcpSocket (a connection succeeds), grpc (the standard
+//! `grpc.health.v1.Health/Check` answers `SERVING`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -352,8 +352,20 @@ impl Task {
                 Err(_) => Verdict::Fail(format!("dial tcp {addr}: i/o timeout")),
             };
         }
-        if p.grpc.is_some() {
-            return Verdict::Skip("gRPC probes are not supported yet".into());
+        if let Some(g) = &p.grpc {
+            let Ok(port) = u16::try_from(g.port) else {
+                return Verdict::Fail(format!("invalid port {}", g.port));
+            };
+            let service = g.service.clone().unwrap_or_default();
+            let addr = join_host_port(&self.target.host, port);
+            return match tokio::time::timeout(timeout, grpc_check(&addr, service)).await {
+                Ok(Ok(())) => Verdict::Pass,
+                Ok(Err(why)) => Verdict::Fail(why),
+                Err(_) => Verdict::Fail(format!(
+                    "timeout: health rpc did not complete within {}s",
+                    timeout.as_secs()
+                )),
+            };
         }
         Verdict::Skip("the probe names no handler".into())
     }
@@ -446,6 +458,66 @@ where
     let _ = response.into_body().collect().await;
     conn.abort();
     Ok(code)
+}
+
+/// `grpc.health.v1.HealthCheckRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct HealthCheckRequest {
+    #[prost(string, tag = "1")]
+    pub service: String,
+}
+
+/// `grpc.health.v1.HealthCheckResponse`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct HealthCheckResponse {
+    /// `UNKNOWN` 0, `SERVING` 1, `NOT_SERVING` 2, `SERVICE_UNKNOWN` 3.
+    #[prost(int32, tag = "1")]
+    pub status: i32,
+}
+
+/// The health service's method the kubelet's gRPC probe calls.
+const HEALTH_CHECK: &str = "/grpc.health.v1.Health/Check";
+
+/// Calls `grpc.health.v1.Health/Check` for `service` on `addr` (plain HTTP/2, as the kubelet);
+/// `Ok` when the answer is `SERVING`.
+async fn grpc_check(addr: &str, service: String) -> Result<(), String> {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| format!("bad address {addr}: {e}"))?;
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| format!("failed to connect service {addr:?}: {e}"))?;
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| format!("failed to connect service {addr:?}: {e}"))?;
+    let codec = tonic_prost::ProstCodec::<HealthCheckRequest, HealthCheckResponse>::default();
+    let path = http::uri::PathAndQuery::from_static(HEALTH_CHECK);
+    let answer = grpc
+        .unary(
+            tonic::Request::new(HealthCheckRequest { service }),
+            path,
+            codec,
+        )
+        .await
+        .map_err(|s| {
+            format!(
+                "health rpc failed with status {:?}: {}",
+                s.code(),
+                s.message()
+            )
+        })?;
+    match answer.into_inner().status {
+        1 => Ok(()),
+        other => {
+            let said = match other {
+                2 => "NOT_SERVING",
+                3 => "SERVICE_UNKNOWN",
+                _ => "UNKNOWN",
+            };
+            Err(format!("service unhealthy (responded with {said:?})"))
+        }
+    }
 }
 
 /// TLS that accepts any server certificate: the kubelet does not verify HTTPS probes.
@@ -579,6 +651,86 @@ mod tests {
         let refused = http_get(&get, "127.0.0.1", 1).await.unwrap_err();
         assert!(
             refused.starts_with("Get \"http://127.0.0.1:1/\""),
+            "{refused}"
+        );
+    }
+
+    /// A `grpc.health.v1.Health` server answering `status` to every check.
+    #[derive(Clone)]
+    struct Health(i32);
+
+    impl tonic::server::NamedService for Health {
+        const NAME: &'static str = "grpc.health.v1.Health";
+    }
+
+    struct Check(i32);
+
+    impl tonic::server::UnaryService<HealthCheckRequest> for Check {
+        type Response = HealthCheckResponse;
+        type Future = std::future::Ready<Result<tonic::Response<Self::Response>, tonic::Status>>;
+
+        fn call(&mut self, request: tonic::Request<HealthCheckRequest>) -> Self::Future {
+            let status = if request.get_ref().service == "absent" {
+                3
+            } else {
+                self.0
+            };
+            std::future::ready(Ok(tonic::Response::new(HealthCheckResponse { status })))
+        }
+    }
+
+    impl tower::Service<http::Request<tonic::body::Body>> for Health {
+        type Response = http::Response<tonic::body::Body>;
+        type Error = std::convert::Infallible;
+        type Future = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+        >;
+
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+            let status = self.0;
+            Box::pin(async move {
+                let codec =
+                    tonic_prost::ProstCodec::<HealthCheckResponse, HealthCheckRequest>::default();
+                let mut grpc = tonic::server::Grpc::new(codec);
+                Ok(grpc.unary(Check(status), request).await)
+            })
+        }
+    }
+
+    async fn health_server(status: i32) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(Health(status))
+                .serve_with_incoming(incoming),
+        );
+        addr
+    }
+
+    #[tokio::test]
+    async fn grpc_probes_pass_only_when_the_service_is_serving() {
+        let serving = health_server(1).await.to_string();
+        assert_eq!(grpc_check(&serving, String::new()).await, Ok(()));
+        let absent = grpc_check(&serving, "absent".into()).await.unwrap_err();
+        assert_eq!(
+            absent,
+            "service unhealthy (responded with \"SERVICE_UNKNOWN\")"
+        );
+        let down = health_server(2).await.to_string();
+        let said = grpc_check(&down, String::new()).await.unwrap_err();
+        assert_eq!(said, "service unhealthy (responded with \"NOT_SERVING\")");
+        let refused = grpc_check("127.0.0.1:1", String::new()).await.unwrap_err();
+        assert!(
+            refused.starts_with("failed to connect service"),
             "{refused}"
         );
     }
