@@ -31,6 +31,9 @@ pub struct Modules {
     pub cloud_hub: cloudhub::Config,
     /// What each edge node holds, from Kubernetes watches; applies nodes' writes.
     pub edge_controller: edgecontroller::Config,
+    /// The scheduler and workload controllers of the embedded control plane (not run against a
+    /// real cluster, which has its own).
+    pub controllers: controllers::Config,
 }
 
 /// `kubeAPIConfig`.

@@ -89,6 +89,15 @@ pub async fn start_with(
         runtime.register(module);
         controller = Some(handle);
     }
+    if config.modules.controllers.enable
+        && let Some(handle) = &api
+    {
+        let client = kube_client(handle.kubeconfig()).await?;
+        runtime.register(controllers::Controllers::new(
+            config.modules.controllers.clone(),
+            client,
+        ));
+    }
     for module in extra {
         runtime.register_with_capacity(module, capacity);
     }

@@ -13,6 +13,7 @@ pub mod noderules;
 pub mod object;
 pub mod patch;
 pub mod podrefs;
+pub mod quantity;
 pub mod selector;
 pub mod status;
 pub mod statuswrite;

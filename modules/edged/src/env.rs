@@ -245,14 +245,14 @@ pub fn resource_value(c: &Container, resource: &str, divisor: Option<&str>) -> S
     let cpu = name == "cpu";
     let divisor = divisor.unwrap_or("1");
     let value = match (&q, cpu) {
-        (Some(q), true) => crate::quantity::milli(q).unwrap_or(0),
-        (Some(q), false) => crate::quantity::units(q).unwrap_or(0),
+        (Some(q), true) => apimachinery::quantity::milli(q).unwrap_or(0),
+        (Some(q), false) => apimachinery::quantity::units(q).unwrap_or(0),
         (None, _) => 0,
     };
     let div = if cpu {
-        crate::quantity::milli(divisor)
+        apimachinery::quantity::milli(divisor)
     } else {
-        crate::quantity::units(divisor)
+        apimachinery::quantity::units(divisor)
     };
     let div = div.filter(|d| *d > 0).unwrap_or(1);
     ((value + div - 1) / div).to_string()

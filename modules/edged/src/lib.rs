@@ -18,7 +18,6 @@ mod events;
 mod node;
 pub mod plan;
 mod probe;
-mod quantity;
 mod runtime;
 mod spec;
 mod statics;

@@ -8,7 +8,7 @@ use cri::api;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::plan::{Desired, RestartPolicy};
-use crate::quantity;
+use apimachinery::quantity;
 
 /// Label on every sandbox and container edged creates; nothing without it is ever touched.
 pub const MANAGED: &str = "edged.kubeedge.io/managed";

@@ -1,0 +1,43 @@
+//! The `modules.controllers` section of `cloudcore.yaml`.
+
+use serde::{Deserialize, Serialize};
+
+/// `modules.controllers`: the controllers a real cluster's kube-scheduler and
+/// kube-controller-manager run, for the embedded control plane. They run only with it (a real
+/// cluster has its own).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// Run the controllers with the embedded control plane. Default true.
+    pub enable: bool,
+    /// The scheduler.
+    pub scheduler: SchedulerConfig,
+}
+
+/// `modules.controllers.scheduler`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SchedulerConfig {
+    /// Bind pods without `spec.nodeName`. Default true.
+    pub enable: bool,
+    /// Binds in flight at once. Default 64.
+    pub bind_concurrency: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            enable: true,
+            scheduler: SchedulerConfig::default(),
+        }
+    }
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            enable: true,
+            bind_concurrency: 64,
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! controllers: what a real cluster's kube-scheduler and kube-controller-manager do, for the
+//! embedded control plane, as a beehive module of cloudcore. Each controller talks to the API
+//! only through the `kube` crate, with watches and the same REST layer as any client, so a
+//! restart relists and converges. Today: the scheduler ([`scheduler`]).
+#![forbid(unsafe_code)]
+
+mod config;
+pub mod events;
+pub mod scheduler;
+
+use beehive::{Context, Mailbox, Module, ModuleError};
+use tokio_util::sync::CancellationToken;
+
+pub use config::{Config, SchedulerConfig};
+
+/// Module name.
+pub const NAME: &str = "controllers";
+
+/// The controllers module.
+pub struct Controllers {
+    config: Config,
+    client: kube::Client,
+}
+
+// === impl Controllers ===
+
+impl Controllers {
+    /// The controllers of the API `client` reaches.
+    pub fn new(config: Config, client: kube::Client) -> Controllers {
+        Controllers { config, client }
+    }
+}
+
+#[beehive::async_trait]
+impl Module for Controllers {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn group(&self) -> &str {
+        NAME
+    }
+
+    fn enabled(&self) -> bool {
+        self.config.enable
+    }
+
+    async fn run(
+        &self,
+        _ctx: Context,
+        mailbox: &mut Mailbox,
+        shutdown: CancellationToken,
+    ) -> Result<(), ModuleError> {
+        let tasks = tokio_util::task::TaskTracker::new();
+        let stop = shutdown.child_token();
+        let scheduling = self.config.scheduler.enable;
+        let (events, writer) =
+            events::Recorder::new(self.client.clone(), scheduler::NAME, stop.clone());
+        tasks.spawn(writer);
+        let scheduler = scheduler::run(
+            self.client.clone(),
+            self.config.scheduler.bind_concurrency,
+            events,
+            stop.clone(),
+        );
+        let result = tokio::select! {
+            r = scheduler, if scheduling => r.map_err(ModuleError::from),
+            _ = drain(mailbox, &shutdown) => Ok(()),
+        };
+        stop.cancel();
+        tasks.close();
+        tasks.wait().await;
+        result
+    }
+}
+
+/// Ignores messages until shutdown.
+async fn drain(mailbox: &mut Mailbox, shutdown: &CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            m = mailbox.recv() => if m.is_none() { return },
+        }
+    }
+}
