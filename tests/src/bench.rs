@@ -26,3 +26,23 @@ pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
     sorted[i].as_secs_f64() * 1e3
 }
+
+/// A `kube` client from the admin kubeconfig a starting control plane writes, once the API
+/// answers (within 60 s).
+pub async fn connect(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(k) = kube::config::Kubeconfig::read_from(kubeconfig) {
+            let config = kube::Config::from_custom_kubeconfig(k, &Default::default()).await?;
+            let client = kube::Client::try_from(config)?;
+            if client.apiserver_version().await.is_ok() {
+                return Ok(client);
+            }
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the control plane did not answer in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

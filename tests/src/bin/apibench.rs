@@ -68,7 +68,7 @@ async fn main() -> anyhow::Result<()> {
         })?;
     let pid = child.id();
     let _guard = testkit::ChildGuard(child);
-    let client = connect(&pki.path("admin.kubeconfig")).await?;
+    let client = e2e::bench::connect(&pki.path("admin.kubeconfig")).await?;
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!("cloudcore rss idle: {:.1} MiB", mib(rss_kib(pid)?));
 
@@ -223,25 +223,6 @@ async fn main() -> anyhow::Result<()> {
         mib(rss_kib(pid)?)
     );
     Ok(())
-}
-
-/// A `kube` client from the admin kubeconfig the control plane writes, once it answers.
-async fn connect(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Client> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(k) = kube::config::Kubeconfig::read_from(kubeconfig) {
-            let config = kube::Config::from_custom_kubeconfig(k, &Default::default()).await?;
-            let client = kube::Client::try_from(config)?;
-            if client.apiserver_version().await.is_ok() {
-                return Ok(client);
-            }
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "cloudcore did not answer in 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn pod(i: usize) -> Value {
