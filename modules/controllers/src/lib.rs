@@ -1,11 +1,14 @@
 //! controllers: what a real cluster's kube-scheduler and kube-controller-manager do, for the
 //! embedded control plane, as a beehive module of cloudcore. Each controller talks to the API
 //! only through the `kube` crate, with watches and the same REST layer as any client, so a
-//! restart relists and converges. Today: the scheduler ([`scheduler`]).
+//! restart relists and converges. Today: the scheduler ([`scheduler`]) and the ReplicaSet
+//! controller ([`replicaset`]).
 #![forbid(unsafe_code)]
 
 mod config;
 pub mod events;
+pub mod informer;
+pub mod replicaset;
 pub mod scheduler;
 
 use beehive::{Context, Mailbox, Module, ModuleError};
@@ -53,24 +56,35 @@ impl Module for Controllers {
     ) -> Result<(), ModuleError> {
         let tasks = tokio_util::task::TaskTracker::new();
         let stop = shutdown.child_token();
-        let scheduling = self.config.scheduler.enable;
-        let (events, writer) =
-            events::Recorder::new(self.client.clone(), scheduler::NAME, stop.clone());
-        tasks.spawn(writer);
-        let scheduler = scheduler::run(
-            self.client.clone(),
-            self.config.scheduler.bind_concurrency,
-            events,
-            stop.clone(),
-        );
-        let result = tokio::select! {
-            r = scheduler, if scheduling => r.map_err(ModuleError::from),
-            _ = drain(mailbox, &shutdown) => Ok(()),
+        let recorder = |component: &'static str| {
+            let (events, writer) =
+                events::Recorder::new(self.client.clone(), component, stop.clone());
+            tasks.spawn(writer);
+            events
         };
+        if self.config.scheduler.enable {
+            let run = scheduler::run(
+                self.client.clone(),
+                self.config.scheduler.bind_concurrency,
+                recorder(scheduler::NAME),
+                stop.clone(),
+            );
+            tasks.spawn(async move {
+                if let Err(e) = run.await {
+                    tracing::error!(error = %e, "the scheduler stopped");
+                }
+            });
+        }
+        tasks.spawn(replicaset::run(
+            self.client.clone(),
+            recorder(replicaset::NAME),
+            stop.clone(),
+        ));
+        drain(mailbox, &shutdown).await;
         stop.cancel();
         tasks.close();
         tasks.wait().await;
-        result
+        Ok(())
     }
 }
 

@@ -1,0 +1,252 @@
+//! What the controllers share: an informer (a kind's objects kept in memory by a watch, with
+//! each change handed to a callback), label selector matching, and owner references.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+/// `namespace/name` (or `name` for a cluster-scoped object).
+pub fn key<K: Resource>(obj: &K) -> String {
+    let m = obj.meta();
+    match m.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{}", m.name.as_deref().unwrap_or_default()),
+        _ => m.name.clone().unwrap_or_default(),
+    }
+}
+
+/// A kind's objects as the last watch events left them, by [`key`].
+pub struct Cache<K> {
+    objects: RwLock<HashMap<String, Arc<K>>>,
+    /// A full list has been read.
+    synced: AtomicBool,
+}
+
+/// A change the informer saw: the object now (or as it was when deleted) and before.
+pub struct Change<K> {
+    pub now: Arc<K>,
+    pub before: Option<Arc<K>>,
+    pub deleted: bool,
+}
+
+// === impl Cache ===
+
+impl<K> Cache<K> {
+    /// The object at `key`.
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// Whether a full list has been read (before that, the cache is not the cluster).
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Every object.
+    pub fn all(&self) -> Vec<Arc<K>> {
+        self.objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Keeps `api`'s objects in a [`Cache`] and calls `on_change` for every change (after the
+/// cache has it), until shutdown. A relist calls it for what changed and what went.
+pub fn run<K, F>(
+    api: Api<K>,
+    mut on_change: F,
+    shutdown: CancellationToken,
+) -> (Arc<Cache<K>>, impl Future<Output = ()>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    F: FnMut(Change<K>) + Send + 'static,
+{
+    let cache = Arc::new(Cache {
+        objects: RwLock::new(HashMap::new()),
+        synced: AtomicBool::new(false),
+    });
+    let held = cache.clone();
+    let task = async move {
+        let mut stream = watcher::watcher(api, Default::default()).boxed();
+        let mut relisted: Option<HashMap<String, Arc<K>>> = None;
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                e = stream.next() => match e {
+                    Some(Ok(e)) => e,
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "watch failed; the watcher retries");
+                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        continue;
+                    }
+                    None => return,
+                },
+            };
+            match event {
+                Event::Init => relisted = Some(HashMap::new()),
+                Event::InitApply(obj) => {
+                    if let Some(r) = relisted.as_mut() {
+                        r.insert(key(&obj), Arc::new(obj));
+                    }
+                }
+                Event::InitDone => {
+                    let Some(fresh) = relisted.take() else {
+                        continue;
+                    };
+                    let old = std::mem::replace(
+                        &mut *held.objects.write().unwrap_or_else(|e| e.into_inner()),
+                        fresh.clone(),
+                    );
+                    held.synced.store(true, Ordering::Release);
+                    for (k, now) in &fresh {
+                        let before = old.get(k).cloned();
+                        let same = before.as_ref().is_some_and(|b| {
+                            b.meta().resource_version == now.meta().resource_version
+                        });
+                        if !same {
+                            on_change(Change {
+                                now: now.clone(),
+                                before,
+                                deleted: false,
+                            });
+                        }
+                    }
+                    for (k, gone) in old {
+                        if !fresh.contains_key(&k) {
+                            on_change(Change {
+                                now: gone,
+                                before: None,
+                                deleted: true,
+                            });
+                        }
+                    }
+                }
+                Event::Apply(obj) => {
+                    let now = Arc::new(obj);
+                    let before = held
+                        .objects
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key(&*now), now.clone());
+                    on_change(Change {
+                        now,
+                        before,
+                        deleted: false,
+                    });
+                }
+                Event::Delete(obj) => {
+                    let k = key(&obj);
+                    let before = held
+                        .objects
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&k);
+                    on_change(Change {
+                        now: Arc::new(obj),
+                        before,
+                        deleted: true,
+                    });
+                }
+            }
+        }
+    };
+    (cache, task)
+}
+
+/// Whether `labels` match `selector` (`matchLabels` and `matchExpressions`; an empty selector
+/// matches everything).
+pub fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let equal = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    equal
+        && selector.match_expressions.iter().flatten().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let value = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" => value.is_some_and(|v| values.contains(v)),
+                "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                _ => false,
+            }
+        })
+}
+
+/// The controller reference of `obj`, if any.
+pub fn controller_of<K: Resource>(obj: &K) -> Option<&OwnerReference> {
+    obj.meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+}
+
+/// A controller reference to `owner`.
+pub fn controller_ref<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
+    OwnerReference {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        name: owner.meta().name.clone().unwrap_or_default(),
+        uid: owner.meta().uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn selectors_match_labels_and_expressions() {
+        let sel: LabelSelector = serde_json::from_value(json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["front", "edge"]},
+                {"key": "canary", "operator": "DoesNotExist"},
+            ],
+        }))
+        .unwrap();
+        let labels = |v: serde_json::Value| -> BTreeMap<String, String> {
+            serde_json::from_value(v).unwrap()
+        };
+        assert!(selects(
+            &sel,
+            &labels(json!({"app": "web", "tier": "edge"}))
+        ));
+        assert!(!selects(
+            &sel,
+            &labels(json!({"app": "web", "tier": "back"}))
+        ));
+        assert!(!selects(
+            &sel,
+            &labels(json!({"app": "web", "tier": "edge", "canary": "1"}))
+        ));
+        assert!(!selects(&sel, &labels(json!({"tier": "edge"}))));
+        assert!(selects(&LabelSelector::default(), &labels(json!({}))));
+    }
+}
