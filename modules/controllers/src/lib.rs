@@ -1,11 +1,12 @@
 //! controllers: what a real cluster's kube-scheduler and kube-controller-manager do, for the
 //! embedded control plane, as a beehive module of cloudcore. Each controller talks to the API
 //! only through the `kube` crate, with watches and the same REST layer as any client, so a
-//! restart relists and converges. Today: the scheduler ([`scheduler`]) the ReplicaSet
-//! controller ([`replicaset`]) and the EndpointSlice/Endpoints controller ([`endpoints`]).
+//! restart relists and converges. Today: the scheduler ([`scheduler`]) the Deployment
+//! ([`deployment`]) and ReplicaSet ([`replicaset`]) controllers, and the EndpointSlice/Endpoints controller ([`endpoints`]).
 #![forbid(unsafe_code)]
 
 mod config;
+pub mod deployment;
 pub mod endpoints;
 pub mod events;
 pub mod informer;
@@ -82,6 +83,11 @@ impl Module for Controllers {
             stop.clone(),
         ));
         tasks.spawn(endpoints::run(self.client.clone(), stop.clone()));
+        tasks.spawn(deployment::run(
+            self.client.clone(),
+            recorder(deployment::NAME),
+            stop.clone(),
+        ));
         drain(mailbox, &shutdown).await;
         stop.cancel();
         tasks.close();
