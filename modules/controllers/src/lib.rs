@@ -2,13 +2,15 @@
 //! embedded control plane, as a beehive module of cloudcore. Each controller talks to the API
 //! only through the `kube` crate, with watches and the same REST layer as any client, so a
 //! restart relists and converges. Today: the scheduler ([`scheduler`]) the Deployment
-//! ([`deployment`]) and ReplicaSet ([`replicaset`]) controllers, and the EndpointSlice/Endpoints controller ([`endpoints`]).
+//! ([`deployment`]) and ReplicaSet ([`replicaset`]) controllers, the EndpointSlice/Endpoints
+//! controller ([`endpoints`]) and the garbage collector ([`gc`]).
 #![forbid(unsafe_code)]
 
 mod config;
 pub mod deployment;
 pub mod endpoints;
 pub mod events;
+pub mod gc;
 pub mod informer;
 pub mod replicaset;
 pub mod scheduler;
@@ -83,6 +85,7 @@ impl Module for Controllers {
             stop.clone(),
         ));
         tasks.spawn(endpoints::run(self.client.clone(), stop.clone()));
+        tasks.spawn(gc::run(self.client.clone(), stop.clone()));
         tasks.spawn(deployment::run(
             self.client.clone(),
             recorder(deployment::NAME),

@@ -4,9 +4,11 @@
 //! marks (namespaces: their drain finishes the deletion). A cleanup the kind names is started
 //! by the caller, above the verbs, never from here.
 //!
-//! `propagationPolicy` is checked but has no effect: there is no garbage collector, so
-//! dependents are never deleted with their owner (as with `Orphan`); `Foreground` behaves like
-//! `Background` instead of leaving the owner waiting for a collector that never comes.
+//! `propagationPolicy` is kube-apiserver's: `Foreground` marks the object with the
+//! `foregroundDeletion` finalizer and `Orphan` with `orphan`, so it stays until the garbage
+//! collector (cloudcore's controllers, through the API) has deleted or orphaned its dependents
+//! and removed the finalizer; `Background` (the default) removes it at once and leaves the
+//! dependents to the collector.
 
 use std::sync::Arc;
 
@@ -157,7 +159,19 @@ fn step(
 ) -> Result<(Mutation, Outcome), ApiError> {
     let kind = strategy::of(&target.info);
     let grace = kind.grace_seconds(&current, opts);
-    let held = kind.marks_on_delete() || !meta::finalizers(&current).is_empty();
+    let mut marked = current.clone();
+    if let Some(finalizer) = propagation_finalizer(opts)
+        && !meta::deleting(&current)
+        && !meta::finalizers(&current).contains(&finalizer)
+    {
+        let mut finalizers: Vec<Value> = meta::finalizers(&current)
+            .iter()
+            .map(|f| json!(f))
+            .collect();
+        finalizers.push(json!(finalizer));
+        meta::set(&mut marked, "finalizers", Value::Array(finalizers));
+    }
+    let held = kind.marks_on_delete() || !meta::finalizers(&marked).is_empty();
     if grace == 0 && !held {
         let mutation = if target.dry_run {
             Mutation::Keep
@@ -172,13 +186,22 @@ fn step(
         }
         return Ok((mutation, Outcome::Removed(last)));
     }
-    let mut next = current.clone();
+    let mut next = marked;
     mark(target, &mut next, grace);
     if next == current {
         return Ok((Mutation::Keep, Outcome::Marked(current)));
     }
     let mutation = target.write(&mut next, revision)?;
     Ok((mutation, Outcome::Marked(next)))
+}
+
+/// The finalizer a propagation policy leaves for the garbage collector.
+fn propagation_finalizer(opts: &DeleteOptions) -> Option<&'static str> {
+    match opts.propagation_policy.as_deref() {
+        Some("Foreground") => Some("foregroundDeletion"),
+        Some("Orphan") => Some("orphan"),
+        _ => None,
+    }
 }
 
 /// Marks the object deleted with `grace` (see [`set_grace`]).

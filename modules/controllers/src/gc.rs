@@ -1,0 +1,389 @@
+//! The garbage collector, as kube-controller-manager's: it watches the metadata of every
+//! resource the API serves (found by discovery, again every minute for new CRDs) and keeps a
+//! graph of owner references. A dependent whose owners are all gone is deleted (background);
+//! one with other owners left loses the dangling reference. An owner being deleted in the
+//! foreground (`foregroundDeletion` finalizer) has its dependents deleted first, then loses
+//! the finalizer; one being orphaned (`orphan` finalizer) has its dependents' references to it
+//! removed, then loses the finalizer. Nothing is decided before every watch holds a full list,
+//! and an owner not seen is looked up by name before its dependents go.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use kube::core::PartialObjectMeta;
+use kube::discovery::{ApiResource, Discovery, Scope, verbs};
+use kube::runtime::watcher::{self, Event};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Controller name.
+pub const NAME: &str = "garbage-collector";
+const FOREGROUND: &str = "foregroundDeletion";
+const ORPHAN: &str = "orphan";
+
+/// One object in the graph.
+#[derive(Clone, Debug)]
+struct Node {
+    resource: Arc<ApiResource>,
+    namespaced: bool,
+    namespace: Option<String>,
+    name: String,
+    owners: Vec<OwnerReference>,
+    finalizers: Vec<String>,
+    deleting: bool,
+}
+
+enum Seen {
+    Applied(Arc<ApiResource>, bool, PartialObjectMeta<DynamicObject>),
+    Deleted(PartialObjectMeta<DynamicObject>),
+    Synced(String),
+}
+
+/// Runs the collector until shutdown.
+pub async fn run(client: kube::Client, shutdown: CancellationToken) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Seen>();
+    let mut watched: HashSet<String> = HashSet::new();
+    let mut unsynced: HashSet<String> = HashSet::new();
+    let mut graph = Graph::default();
+    let mut discover = tokio::time::interval(Duration::from_secs(60));
+    let mut work = tokio::time::interval(Duration::from_millis(200));
+    work.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = discover.tick() => {
+                match Discovery::new(client.clone()).run().await {
+                    Ok(d) => {
+                        for group in d.groups() {
+                            for (ar, caps) in group.recommended_resources() {
+                                let ok = [verbs::LIST, verbs::WATCH, verbs::DELETE]
+                                    .iter()
+                                    .all(|v| caps.supports_operation(v));
+                                let id = format!("{}/{}", ar.api_version, ar.plural);
+                                if !ok || !watched.insert(id.clone()) {
+                                    continue;
+                                }
+                                unsynced.insert(id.clone());
+                                let namespaced = caps.scope == Scope::Namespaced;
+                                tokio::spawn(watch(client.clone(), Arc::new(ar), namespaced, id, tx.clone(), shutdown.clone()));
+                            }
+                        }
+                    }
+                    Err(e) => tracing::info!(error = %e, "discovery failed; the collector retries"),
+                }
+            }
+            seen = rx.recv() => match seen {
+                Some(Seen::Applied(ar, namespaced, meta)) => graph.apply(ar, namespaced, meta),
+                Some(Seen::Deleted(meta)) => graph.delete(meta),
+                Some(Seen::Synced(id)) => { unsynced.remove(&id); }
+                None => return,
+            },
+            _ = work.tick(), if unsynced.is_empty() && !watched.is_empty() => {
+                graph.collect(&client).await;
+            }
+        }
+    }
+}
+
+async fn watch(
+    client: kube::Client,
+    ar: Arc<ApiResource>,
+    namespaced: bool,
+    id: String,
+    tx: mpsc::UnboundedSender<Seen>,
+    shutdown: CancellationToken,
+) {
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &*ar);
+    let mut stream = watcher::watcher(api, Default::default()).boxed();
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            e = stream.next() => match e {
+                Some(Ok(e)) => e,
+                Some(Err(e)) => {
+                    tracing::debug!(resource = %id, error = %e, "metadata watch failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+                None => return,
+            },
+        };
+        let sent = match event {
+            Event::Apply(m) | Event::InitApply(m) => {
+                tx.send(Seen::Applied(ar.clone(), namespaced, m))
+            }
+            Event::Delete(m) => tx.send(Seen::Deleted(m)),
+            Event::InitDone => tx.send(Seen::Synced(id.clone())),
+            Event::Init => Ok(()),
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// The owner graph and the work it gives.
+#[derive(Default)]
+struct Graph {
+    nodes: HashMap<String, Node>,
+    dependents: HashMap<String, BTreeSet<String>>,
+    /// Dependents to look at: their owners may be gone.
+    orphans: BTreeSet<String>,
+    /// Owners being deleted with a finalizer this collector handles.
+    finalizing: BTreeSet<String>,
+}
+
+// === impl Graph ===
+
+impl Graph {
+    fn apply(
+        &mut self,
+        ar: Arc<ApiResource>,
+        namespaced: bool,
+        meta: PartialObjectMeta<DynamicObject>,
+    ) {
+        let m = meta.metadata;
+        let Some(uid) = m.uid.clone() else { return };
+        if let Some(old) = self.nodes.get(&uid) {
+            for o in &old.owners {
+                if let Some(d) = self.dependents.get_mut(&o.uid) {
+                    d.remove(&uid);
+                }
+            }
+        }
+        let owners = m.owner_references.clone().unwrap_or_default();
+        for o in &owners {
+            self.dependents
+                .entry(o.uid.clone())
+                .or_default()
+                .insert(uid.clone());
+            if !self.nodes.contains_key(&o.uid) {
+                self.orphans.insert(uid.clone());
+            }
+        }
+        let finalizers = m.finalizers.clone().unwrap_or_default();
+        let deleting = m.deletion_timestamp.is_some();
+        if deleting && finalizers.iter().any(|f| f == FOREGROUND || f == ORPHAN) {
+            self.finalizing.insert(uid.clone());
+        }
+        self.nodes.insert(
+            uid,
+            Node {
+                resource: ar,
+                namespaced,
+                namespace: m.namespace,
+                name: m.name.unwrap_or_default(),
+                owners,
+                finalizers,
+                deleting,
+            },
+        );
+    }
+
+    fn delete(&mut self, meta: PartialObjectMeta<DynamicObject>) {
+        let Some(uid) = meta.metadata.uid else { return };
+        if let Some(old) = self.nodes.remove(&uid) {
+            for o in &old.owners {
+                if let Some(d) = self.dependents.get_mut(&o.uid) {
+                    d.remove(&uid);
+                }
+                // An owner deleted in the foreground waits for its dependents: look again.
+                if self
+                    .nodes
+                    .get(&o.uid)
+                    .is_some_and(|n| n.deleting && n.finalizers.iter().any(|f| f == FOREGROUND))
+                {
+                    self.finalizing.insert(o.uid.clone());
+                }
+            }
+        }
+        for d in self.dependents.get(&uid).into_iter().flatten() {
+            self.orphans.insert(d.clone());
+        }
+    }
+
+    async fn collect(&mut self, client: &kube::Client) {
+        for uid in std::mem::take(&mut self.orphans) {
+            if let Err(e) = self.settle_orphan(client, &uid).await {
+                tracing::info!(error = %e, "dependent not collected yet; retrying");
+                self.orphans.insert(uid);
+            }
+        }
+        for uid in std::mem::take(&mut self.finalizing) {
+            match self.finalize(client, &uid).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.finalizing.insert(uid);
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "owner not finalized yet; retrying");
+                    self.finalizing.insert(uid);
+                }
+            }
+        }
+    }
+
+    /// A dependent some of whose owners may be gone: deleted when all are, else the dangling
+    /// references removed.
+    async fn settle_orphan(&mut self, client: &kube::Client, uid: &str) -> Result<(), kube::Error> {
+        let Some(node) = self.nodes.get(uid).cloned() else {
+            return Ok(());
+        };
+        let mut live = Vec::new();
+        for o in &node.owners {
+            if self.nodes.contains_key(&o.uid) || self.owner_exists(client, &node, o).await? {
+                live.push(o.clone());
+            }
+        }
+        if live.len() == node.owners.len() {
+            return Ok(());
+        }
+        let api = api_of(client, &node);
+        if live.is_empty() {
+            if node.deleting {
+                return Ok(());
+            }
+            tracing::info!(object = %node.name, kind = %node.resource.kind, "owner gone: deleting the dependent");
+            let params = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                preconditions: Some(kube::api::Preconditions {
+                    uid: Some(uid.to_string()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            return ignore_gone(api.delete(&node.name, &params).await.map(|_| ()));
+        }
+        let patch = json!({"metadata": {"ownerReferences": live}});
+        ignore_gone(
+            api.patch_metadata(&node.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+        )
+    }
+
+    /// Whether owner `o` of `node` exists, asked of the API (an owner not in the graph may be
+    /// of a kind not watched yet).
+    async fn owner_exists(
+        &self,
+        client: &kube::Client,
+        node: &Node,
+        o: &OwnerReference,
+    ) -> Result<bool, kube::Error> {
+        let (group, version) = match o.api_version.split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), o.api_version.clone()),
+        };
+        let Some((ar, namespaced)) = self
+            .nodes
+            .values()
+            .find(|n| {
+                n.resource.kind == o.kind
+                    && n.resource.group == group
+                    && n.resource.version == version
+            })
+            .map(|n| (n.resource.clone(), n.namespaced))
+        else {
+            // A kind nothing in the graph has: ask discovery-free by trying the name later.
+            return Ok(true);
+        };
+        let api: Api<DynamicObject> = match (namespaced, &node.namespace) {
+            (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &*ar),
+            _ => Api::all_with(client.clone(), &*ar),
+        };
+        match api.get_metadata_opt(&o.name).await? {
+            Some(m) => Ok(m.metadata.uid.as_deref() == Some(o.uid.as_str())),
+            None => Ok(false),
+        }
+    }
+
+    /// One step for an owner being deleted with a collector's finalizer; true when done.
+    async fn finalize(&mut self, client: &kube::Client, uid: &str) -> Result<bool, kube::Error> {
+        let Some(owner) = self.nodes.get(uid).cloned() else {
+            return Ok(true);
+        };
+        let dependents: Vec<Node> = self
+            .dependents
+            .get(uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|d| self.nodes.get(d).cloned())
+            .collect();
+        let foreground = owner.finalizers.iter().any(|f| f == FOREGROUND);
+        let orphan = owner.finalizers.iter().any(|f| f == ORPHAN);
+        if orphan {
+            for d in &dependents {
+                let owners: Vec<&OwnerReference> =
+                    d.owners.iter().filter(|o| o.uid != uid).collect();
+                let patch = json!({"metadata": {"ownerReferences": owners}});
+                ignore_gone(
+                    api_of(client, d)
+                        .patch_metadata(&d.name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map(|_| ()),
+                )?;
+            }
+            self.remove_finalizer(client, &owner, ORPHAN).await?;
+            return Ok(true);
+        }
+        if foreground {
+            let blocking: Vec<&Node> = dependents
+                .iter()
+                .filter(|d| {
+                    d.owners
+                        .iter()
+                        .any(|o| o.uid == uid && o.block_owner_deletion == Some(true))
+                })
+                .collect();
+            for d in &dependents {
+                if !d.deleting {
+                    let params = DeleteParams {
+                        propagation_policy: Some(PropagationPolicy::Foreground),
+                        ..DeleteParams::default()
+                    };
+                    ignore_gone(api_of(client, d).delete(&d.name, &params).await.map(|_| ()))?;
+                }
+            }
+            if !blocking.is_empty() {
+                return Ok(false);
+            }
+            self.remove_finalizer(client, &owner, FOREGROUND).await?;
+        }
+        Ok(true)
+    }
+
+    async fn remove_finalizer(
+        &self,
+        client: &kube::Client,
+        owner: &Node,
+        which: &str,
+    ) -> Result<(), kube::Error> {
+        let left: Vec<&String> = owner.finalizers.iter().filter(|f| *f != which).collect();
+        let patch = json!({"metadata": {"finalizers": left}});
+        ignore_gone(
+            api_of(client, owner)
+                .patch_metadata(&owner.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+        )
+    }
+}
+
+fn api_of(client: &kube::Client, node: &Node) -> Api<DynamicObject> {
+    match (&node.namespace, node.namespaced) {
+        (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &*node.resource),
+        _ => Api::all_with(client.clone(), &*node.resource),
+    }
+}
+
+fn ignore_gone(r: Result<(), kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        other => other,
+    }
+}
