@@ -12,6 +12,10 @@ pub struct Config {
     pub enable: bool,
     /// The scheduler.
     pub scheduler: SchedulerConfig,
+    /// A node whose kubelet renewed neither its Lease nor its status for this long is
+    /// `Ready=Unknown` and tainted unreachable; its pods are not evicted. Default `40s`.
+    #[serde(with = "daemon::duration")]
+    pub node_monitor_grace_period: std::time::Duration,
 }
 
 /// `modules.controllers.scheduler`.
@@ -29,6 +33,7 @@ impl Default for Config {
         Config {
             enable: true,
             scheduler: SchedulerConfig::default(),
+            node_monitor_grace_period: std::time::Duration::from_secs(40),
         }
     }
 }

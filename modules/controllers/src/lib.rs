@@ -3,7 +3,8 @@
 //! only through the `kube` crate, with watches and the same REST layer as any client, so a
 //! restart relists and converges. Today: the scheduler ([`scheduler`]) the Deployment
 //! ([`deployment`]) and ReplicaSet ([`replicaset`]) controllers, the EndpointSlice/Endpoints
-//! controller ([`endpoints`]) and the garbage collector ([`gc`]).
+//! controller ([`endpoints`]) the garbage collector ([`gc`]) and node lifecycle
+//! without eviction ([`nodelifecycle`]).
 #![forbid(unsafe_code)]
 
 mod config;
@@ -12,6 +13,7 @@ pub mod endpoints;
 pub mod events;
 pub mod gc;
 pub mod informer;
+pub mod nodelifecycle;
 pub mod replicaset;
 pub mod scheduler;
 
@@ -86,6 +88,11 @@ impl Module for Controllers {
         ));
         tasks.spawn(endpoints::run(self.client.clone(), stop.clone()));
         tasks.spawn(gc::run(self.client.clone(), stop.clone()));
+        tasks.spawn(nodelifecycle::run(
+            self.client.clone(),
+            self.config.node_monitor_grace_period,
+            stop.clone(),
+        ));
         tasks.spawn(deployment::run(
             self.client.clone(),
             recorder(deployment::NAME),
