@@ -2,12 +2,13 @@
 //! embedded control plane, as a beehive module of cloudcore. Each controller talks to the API
 //! only through the `kube` crate, with watches and the same REST layer as any client, so a
 //! restart relists and converges. Today: the scheduler ([`scheduler`]) the Deployment
-//! ([`deployment`]) and ReplicaSet ([`replicaset`]) controllers, the EndpointSlice/Endpoints
+//! ([`deployment`]), DaemonSet ([`daemonset`]) and ReplicaSet ([`replicaset`]) controllers, the EndpointSlice/Endpoints
 //! controller ([`endpoints`]) the garbage collector ([`gc`]) and node lifecycle
 //! without eviction ([`nodelifecycle`]).
 #![forbid(unsafe_code)]
 
 mod config;
+pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
 pub mod events;
@@ -88,6 +89,11 @@ impl Module for Controllers {
         ));
         tasks.spawn(endpoints::run(self.client.clone(), stop.clone()));
         tasks.spawn(gc::run(self.client.clone(), stop.clone()));
+        tasks.spawn(daemonset::run(
+            self.client.clone(),
+            recorder(daemonset::NAME),
+            stop.clone(),
+        ));
         tasks.spawn(nodelifecycle::run(
             self.client.clone(),
             self.config.node_monitor_grace_period,

@@ -359,7 +359,7 @@ fn port_taken(used: &BTreeSet<String>, wanted: &str) -> bool {
     })
 }
 
-fn matches_selector(pod: &Pod, node: &NodeInfo) -> bool {
+pub fn matches_selector(pod: &Pod, node: &NodeInfo) -> bool {
     let spec = pod.spec.as_ref();
     let selector = spec.and_then(|s| s.node_selector.as_ref());
     if let Some(sel) = selector
