@@ -2,7 +2,7 @@
 //! embedded control plane, as a beehive module of cloudcore. Each controller talks to the API
 //! only through the `kube` crate, with watches and the same REST layer as any client, so a
 //! restart relists and converges. Today: the scheduler ([`scheduler`]) the Deployment
-//! ([`deployment`]), DaemonSet ([`daemonset`]) and ReplicaSet ([`replicaset`]) controllers, the EndpointSlice/Endpoints
+//! ([`deployment`]), DaemonSet ([`daemonset`]), Job ([`job`]) and ReplicaSet ([`replicaset`]) controllers, the EndpointSlice/Endpoints
 //! controller ([`endpoints`]) the garbage collector ([`gc`]) and node lifecycle
 //! without eviction ([`nodelifecycle`]).
 #![forbid(unsafe_code)]
@@ -14,6 +14,7 @@ pub mod endpoints;
 pub mod events;
 pub mod gc;
 pub mod informer;
+pub mod job;
 pub mod nodelifecycle;
 pub mod replicaset;
 pub mod scheduler;
@@ -89,6 +90,11 @@ impl Module for Controllers {
         ));
         tasks.spawn(endpoints::run(self.client.clone(), stop.clone()));
         tasks.spawn(gc::run(self.client.clone(), stop.clone()));
+        tasks.spawn(job::run(
+            self.client.clone(),
+            recorder(job::NAME),
+            stop.clone(),
+        ));
         tasks.spawn(daemonset::run(
             self.client.clone(),
             recorder(daemonset::NAME),
