@@ -1,6 +1,7 @@
 //! Reads on the embedded control plane are authorized, over real TLS through the `kube` crate:
 //! a node certificate reads only what the Node authorizer lets a kubelet read, a
-//! service-account token reads everything but secrets, the admin reads everything.
+//! service-account token reads only what RBAC grants it (nothing, until bound), the admin reads
+//! everything.
 
 use e2e::controller::Desired;
 use e2e::{Pki, Ports, cloud};
@@ -151,10 +152,10 @@ async fn a_node_certificate_reads_only_what_its_pods_need() {
         "p1"
     );
     pods.get("p1").await.unwrap();
-    // The service account its pod runs as (the default one, never made here: authorized,
-    // then not found) but no other; the cluster-wide kinds.
+    // The service account its pod runs as (the default one, which every namespace has) but
+    // no other; the cluster-wide kinds.
     let accounts: Api<ServiceAccount> = Api::namespaced(n1.clone(), "default");
-    assert_eq!(code_of(accounts.get("default").await), 404);
+    accounts.get("default").await.unwrap();
     assert_eq!(code_of(accounts.get("builder").await), 403);
     let services: Api<k8s_openapi::api::core::v1::Service> = Api::all(n1.clone());
     assert!(
@@ -169,7 +170,7 @@ async fn a_node_certificate_reads_only_what_its_pods_need() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_service_account_token_reads_everything_but_secrets_and_the_admin_everything() {
+async fn a_service_account_token_reads_only_what_rbac_grants_and_the_admin_everything() {
     let pki = Pki::new();
     let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
     let admin = cloud.kube().await;
@@ -202,12 +203,30 @@ async fn a_service_account_token_reads_everything_but_secrets_and_the_admin_ever
     );
     let everywhere: Api<Secret> = Api::all(builder.clone());
     assert_eq!(code_of(everywhere.list(&ListParams::default()).await), 403);
+    // Nor anything else until RBAC grants it: `view` in default lets it read configmaps and
+    // pods there, still not secrets.
     let cms: Api<ConfigMap> = Api::namespaced(builder.clone(), "default");
+    assert_eq!(code_of(cms.list(&ListParams::default()).await), 403);
+    let binding: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "builder-views"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "default"}],
+    }))
+    .unwrap();
+    Api::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
     cms.list(&ListParams::default()).await.unwrap();
-    Api::<Pod>::all(builder)
+    Api::<Pod>::namespaced(builder.clone(), "default")
         .list(&ListParams::default())
         .await
         .unwrap();
+    assert_eq!(code_of(secrets.list(&ListParams::default()).await), 403);
+    assert_eq!(
+        code_of(Api::<Pod>::all(builder).list(&ListParams::default()).await),
+        403
+    );
 
     // The admin reads everything.
     let all_secrets = Api::<Secret>::all(admin.clone())

@@ -848,7 +848,18 @@ async fn a_node_gets_service_account_tokens_for_its_own_pods_through_lwproxy() {
         "{issued}"
     );
 
-    // The cloud API takes the token as the account.
+    // The cloud API takes the token as the account, which reads what RBAC grants it (`view`
+    // in default).
+    let view: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "builder-views"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "default"}],
+    }))
+    .unwrap();
+    Api::namespaced(cloud.clone(), "default")
+        .create(&PostParams::default(), &view)
+        .await
+        .unwrap();
     let path = site.cloud.running.kubeconfig().unwrap();
     let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())

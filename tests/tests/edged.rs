@@ -555,10 +555,17 @@ async fn a_projected_token_is_issued_for_the_pod_and_post_start_hooks_run() {
     let token = cat("/var/run/secrets/tokens/token").await;
     assert!(token.split('.').count() == 3, "a JWT: {token:?}");
     let as_pod = s.cloud.kube_with_token(token.trim()).await;
-    let seen: Api<Pod> = Api::namespaced(as_pod, "default");
-    seen.get("tokened")
+    let review: k8s_openapi::api::authentication::v1::SelfSubjectReview =
+        serde_json::from_value(json!({})).unwrap();
+    let me = Api::all(as_pod)
+        .create(&PostParams::default(), &review)
         .await
         .expect("the pod's token authenticates to the API");
+    let name = me.status.and_then(|s| s.user_info).and_then(|u| u.username);
+    assert!(
+        name.is_some_and(|n| n.starts_with("system:serviceaccount:default:")),
+        "the token is the pod's account's"
+    );
 
     let events: Api<Event> = Api::namespaced(client, "default");
     eventually(

@@ -55,6 +55,22 @@ async fn pods_are_bound_spread_and_filtered_and_an_unschedulable_pod_waits_for_a
             .unwrap();
     }
 
+    // A node selector: the pod lands in zone b. Once it is bound, the scheduler has seen
+    // every node (they were created before n3, and its watch delivers them in order).
+    pods.create(
+        &PostParams::default(),
+        &pod(
+            "zoned",
+            json!({"nodeSelector": {"zone": "b"}, "containers": [{"name": "c", "image": "i"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    eventually("the zoned pod lands in zone b", WAIT, || async {
+        node_of(&pods, "zoned").await.as_deref() == Some("n3")
+    })
+    .await;
+
     // Six pods of one owner: bound, two per node (spread), none over allocatable.
     for i in 0..6 {
         pods.create(&PostParams::default(), &pod(&format!("web-{i}"), json!({})))
@@ -79,21 +95,6 @@ async fn pods_are_bound_spread_and_filtered_and_an_unschedulable_pod_waits_for_a
         [2, 2, 2],
         "spread: {per_node:?}"
     );
-
-    // A node selector and a toleration-less pod against a tainted node.
-    pods.create(
-        &PostParams::default(),
-        &pod(
-            "zoned",
-            json!({"nodeSelector": {"zone": "b"}, "containers": [{"name": "c", "image": "i"}]}),
-        ),
-    )
-    .await
-    .unwrap();
-    eventually("the zoned pod lands in zone b", WAIT, || async {
-        node_of(&pods, "zoned").await.as_deref() == Some("n3")
-    })
-    .await;
 
     // Too big for any node (each has 2 CPUs, 1 of them taken): unschedulable, with
     // kube-scheduler's condition and event.

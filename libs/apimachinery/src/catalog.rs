@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 mod builtin;
+mod builtin_auth;
 mod crd;
 
 /// One resource (one group/version/plural).
@@ -212,13 +213,17 @@ impl Column {
     }
 }
 
-/// Every built-in resource the embedded control plane serves: namespaces, nodes, pods,
-/// configmaps, secrets, services, endpoints, serviceaccounts, events (core/v1 and
-/// events.k8s.io/v1), leases (coordination.k8s.io/v1), endpointslices (discovery.k8s.io/v1),
-/// customresourcedefinitions (apiextensions.k8s.io/v1), csidrivers and csinodes
-/// (storage.k8s.io/v1), runtimeclasses (node.k8s.io/v1).
+/// Every built-in resource the embedded control plane serves, as a 1.32 kube-apiserver does:
+/// core/v1, apps/v1, batch/v1, autoscaling/v2 and v1, policy/v1, networking.k8s.io/v1,
+/// storage.k8s.io/v1, scheduling.k8s.io/v1, node.k8s.io/v1, certificates.k8s.io/v1,
+/// admissionregistration.k8s.io/v1, apiregistration.k8s.io/v1, coordination.k8s.io/v1,
+/// discovery.k8s.io/v1, events.k8s.io/v1, apiextensions.k8s.io/v1, and the authentication,
+/// authorization and RBAC groups.
 pub fn builtins() -> Vec<ResourceInfo> {
     builtin::all()
+        .into_iter()
+        .chain(builtin_auth::all())
+        .collect()
 }
 
 /// The resources (one per served version) a CustomResourceDefinition object defines.

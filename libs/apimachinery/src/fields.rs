@@ -11,6 +11,18 @@ use crate::catalog::ResourceInfo;
 const FALSE_WHEN_ABSENT: &[(&str, &str)] =
     &[("Pod", "spec.hostNetwork"), ("Node", "spec.unschedulable")];
 
+/// Selectable counters Kubernetes reports as `0` when unset, by kind, and the path of the
+/// value they select on (a Job's `status.successful` is its `status.succeeded`).
+const COUNTERS: &[(&str, &str, &str)] = &[
+    (
+        "ReplicationController",
+        "status.replicas",
+        "status.replicas",
+    ),
+    ("ReplicaSet", "status.replicas", "status.replicas"),
+    ("Job", "status.successful", "status.succeeded"),
+];
+
 /// `metadata.labels` as a map (non-string values skipped).
 pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
     obj.pointer("/metadata/labels")
@@ -60,7 +72,58 @@ pub fn scalar_string(value: &Value) -> Option<String> {
     }
 }
 
+/// A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) in the label selector syntax,
+/// requirements sorted by key, as `metav1.FormatLabelSelector` prints it: `app=web`,
+/// `tier in (a,b)`, `!canary`; `<none>` for a missing or empty selector, `<error>` for an
+/// operator Kubernetes does not know.
+pub fn format_label_selector(selector: Option<&Value>) -> String {
+    let Some(selector) = selector.and_then(Value::as_object) else {
+        return "<none>".to_owned();
+    };
+    let mut terms: Vec<(String, String)> = Vec::new();
+    for (key, value) in selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let value = value.as_str().unwrap_or_default();
+        terms.push((key.clone(), format!("{key}={value}")));
+    }
+    let expressions = selector.get("matchExpressions").and_then(Value::as_array);
+    for expr in expressions.into_iter().flatten() {
+        let key = expr["key"].as_str().unwrap_or_default();
+        let mut values: Vec<&str> = expr["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        values.sort_unstable();
+        let term = match expr["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_owned(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => return "<error>".to_owned(),
+        };
+        terms.push((key.to_owned(), term));
+    }
+    if terms.is_empty() {
+        return "<none>".to_owned();
+    }
+    terms.sort_by(|a, b| a.0.cmp(&b.0));
+    let terms: Vec<String> = terms.into_iter().map(|(_, t)| t).collect();
+    terms.join(",")
+}
+
 fn selectable_value(info: &ResourceInfo, obj: &Value, field: &str) -> Option<String> {
+    if let Some((_, _, path)) = COUNTERS
+        .iter()
+        .find(|(kind, f, _)| *kind == info.kind && *f == field)
+    {
+        return Some(field_value(obj, path).unwrap_or_else(|| "0".to_owned()));
+    }
     if info.kind == "Event" && info.group.is_empty() && field == "source" {
         return field_value(obj, "source.component")
             .filter(|s| !s.is_empty())
@@ -147,6 +210,48 @@ mod tests {
             selectable_fields(&info("events"), &ev)["source"],
             "scheduler"
         );
+    }
+
+    #[test]
+    fn counters_select_as_zero_when_unset_and_jobs_by_succeeded() {
+        let find = |group: &str, plural: &str| {
+            builtins()
+                .into_iter()
+                .find(|i| i.plural == plural && i.group == group)
+                .unwrap()
+        };
+        let job = json!({"status": {"succeeded": 2}});
+        let fields = selectable_fields(&find("batch", "jobs"), &job);
+        assert_eq!(fields["status.successful"], "2");
+        let fields = selectable_fields(&find("apps", "replicasets"), &json!({}));
+        assert_eq!(fields["status.replicas"], "0");
+        let csr = json!({"spec": {"signerName": "kubernetes.io/kubelet-serving"}});
+        let fields = selectable_fields(
+            &find("certificates.k8s.io", "certificatesigningrequests"),
+            &csr,
+        );
+        assert_eq!(fields["spec.signerName"], "kubernetes.io/kubelet-serving");
+    }
+
+    #[test]
+    fn label_selectors_print_sorted_by_key() {
+        let sel = json!({
+            "matchLabels": {"tier": "web", "app": "shop"},
+            "matchExpressions": [
+                {"key": "env", "operator": "In", "values": ["prod", "dev"]},
+                {"key": "canary", "operator": "DoesNotExist"},
+                {"key": "zone", "operator": "NotIn", "values": ["b"]},
+                {"key": "gpu", "operator": "Exists"}
+            ]
+        });
+        assert_eq!(
+            format_label_selector(Some(&sel)),
+            "app=shop,!canary,env in (dev,prod),gpu,tier=web,zone notin (b)"
+        );
+        assert_eq!(format_label_selector(Some(&json!({}))), "<none>");
+        assert_eq!(format_label_selector(None), "<none>");
+        let bad = json!({"matchExpressions": [{"key": "a", "operator": "Near"}]});
+        assert_eq!(format_label_selector(Some(&bad)), "<error>");
     }
 
     #[test]

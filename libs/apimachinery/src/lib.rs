@@ -5,8 +5,10 @@
 //! ([`table`]), `Status` errors ([`status`]) and what a status write changes ([`statuswrite`]).
 #![forbid(unsafe_code)]
 
+pub mod alloc;
 pub mod catalog;
 pub mod configdata;
+pub mod defaults;
 pub mod fields;
 pub mod forward;
 pub mod noderules;
@@ -14,11 +16,14 @@ pub mod object;
 pub mod patch;
 pub mod podrefs;
 pub mod quantity;
+pub mod rbac;
+pub mod scale;
 pub mod selector;
 pub mod status;
 pub mod statuswrite;
 pub mod table;
 pub mod time;
+pub mod validation;
 
 pub use catalog::{Column, ResourceInfo};
 pub use forward::{ForwardedReply, ForwardedWrite};

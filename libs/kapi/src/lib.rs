@@ -101,12 +101,23 @@ pub struct ReadRequest<'a> {
     pub field_selector: Option<&'a FieldSelector>,
 }
 
-/// Decides whether a user may read. Writes are the [`Backend`]'s to check; discovery,
-/// `/version` and OpenAPI are open to any authenticated user.
+/// Decides whether a user may read, and fetch the non-resource paths (discovery, `/version`,
+/// OpenAPI). Writes are the [`Backend`]'s to check.
 #[async_trait::async_trait]
 pub trait Authorizer: Send + Sync + 'static {
     /// `Ok` to serve the read, else the error to answer (a 403 `Status`).
     async fn authorize_read(&self, req: &ReadRequest<'_>) -> Result<(), ApiError>;
+
+    /// `Ok` to serve `verb` (`get`) on non-resource `path` (`/api`, `/version`, ...), else the
+    /// error to answer. By default anyone may.
+    async fn authorize_non_resource(
+        &self,
+        _user: &User,
+        _verb: &str,
+        _path: &str,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
 }
 
 /// Everything the REST handlers need.

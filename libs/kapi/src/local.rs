@@ -14,12 +14,17 @@
 //!    its `Target`, and the `Strategy` hooks), importing no other module; `validate` (the
 //!    generic checks) on top of them.
 //! 2. Strategies: how a kind differs, as Kubernetes' registry strategies say it (prepare and
-//!    canonicalize on create and update, what a delete does, after-commit work): `pods`,
-//!    `namespace`, `crd` (CRDs and custom resources) and `strategy`, which picks the one of a
-//!    resource (`strategy::of`) and holds the small ones (services, configmaps, secrets).
+//!    canonicalize on create and update, admission, allocation, what a delete does,
+//!    after-commit work): `pods` (with `admission` and `limits`, the pod admission plugins), `services`
+//!    (with their cluster IP and node port ledger), `workloads`, `namespace`, `crd` (CRDs and
+//!    custom resources) and `strategy`, which picks the one of a resource (`strategy::of`)
+//!    and holds the small ones (configmaps, secrets). Defaulting and validation themselves
+//!    are pure, in `apimachinery::{defaults, validation}`. `subresources` says what the
+//!    `approval` and `ephemeralcontainers` subresources take from a written object.
 //! 3. Verbs: `create`, `update` (PUT and PATCH, main resource and subresources) and `delete`,
 //!    written once; they call the strategy of the resource written, never a kind by name.
-//! 4. Above the verbs, calling them: `pod_subresources` (binding, eviction), `namespace_drain`
+//! 4. Above the verbs, calling them: `pod_subresources` (binding, eviction), `scale` (a
+//!    `Scale` written to its parent's `spec.replicas`), `namespace_drain`
 //!    (the namespaces the system needs, emptying a terminating namespace) and `crd_cleanup`
 //!    (a deleted CRD's custom objects). The verbs only name the cleanup a delete needs
 //!    (`Cleanup`); this root starts it, and routes each request.
@@ -43,10 +48,15 @@ mod vocab;
 
 mod validate;
 
+mod admission;
 mod crd;
+mod limits;
 mod namespace;
 mod pods;
+mod services;
 mod strategy;
+mod subresources;
+mod workloads;
 
 mod create;
 mod delete;
@@ -55,6 +65,7 @@ mod update;
 mod crd_cleanup;
 mod namespace_drain;
 mod pod_subresources;
+mod scale;
 
 #[cfg(test)]
 mod tests;
@@ -62,6 +73,7 @@ mod tests;
 use std::sync::Arc;
 
 use apimachinery::ApiError;
+use apimachinery::alloc::ServiceRanges;
 use apimachinery::patch::PatchType;
 use bytes::Bytes;
 use objstore::Writer;
@@ -83,8 +95,14 @@ pub struct LocalBackend {
 // === impl LocalBackend ===
 
 impl LocalBackend {
-    pub fn new(store: impl Into<Arc<Writer>>, registry: Registry) -> Arc<LocalBackend> {
-        let core = Core::new(store.into(), registry);
+    /// A backend writing to `store`, serving `registry`'s resources, allocating Services'
+    /// addresses from `ranges`.
+    pub fn new(
+        store: impl Into<Arc<Writer>>,
+        registry: Registry,
+        ranges: ServiceRanges,
+    ) -> Arc<LocalBackend> {
+        let core = Core::new(store.into(), registry, ranges);
         Arc::new(LocalBackend { core })
     }
 
@@ -94,6 +112,20 @@ impl LocalBackend {
         namespace_drain::ensure(&self.core, names).await?;
         namespace_drain::resume(&self.core).await?;
         crd_cleanup::resume(&self.core).await
+    }
+
+    /// `POST bindings`: the binding of the pod the body names, as `pods/{name}/binding`.
+    async fn bind_named(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
+        let pods = self.core.registry.get("", "v1", "pods");
+        let pods = pods.ok_or_else(|| ApiError::internal("pods are not served"))?;
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str);
+        let Some(name) = name.filter(|n| !n.is_empty()) else {
+            let why = [("metadata.name", "Required value")];
+            return Err(ApiError::invalid("", "Binding", "", &why));
+        };
+        let mut target = self.core.target_for(pods, req.namespace, name);
+        target.dry_run = req.dry_run;
+        pod_subresources::bind(&self.core, target, obj).await
     }
 
     /// Starts the cleanup the kind of a committed delete names (emptying a namespace,
@@ -122,6 +154,9 @@ impl Backend for LocalBackend {
     async fn create(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
         let target = self.core.target(req);
         let Some(sub) = req.subresource else {
+            if is_binding_collection(req) {
+                return self.bind_named(req, obj).await;
+            }
             return create::create(&self.core, target, obj).await;
         };
         match strategy::of(req.info).subresource(sub) {
@@ -132,6 +167,9 @@ impl Backend for LocalBackend {
     }
 
     async fn update(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
+        if is_scale(req) {
+            return scale::update(&self.core, self.core.target(req), obj).await;
+        }
         let part = update::Part::of(req.info, req.subresource, "update")?;
         update::update(&self.core, self.core.target(req), part, obj).await
     }
@@ -142,6 +180,9 @@ impl Backend for LocalBackend {
         kind: PatchType,
         patch: Bytes,
     ) -> Result<Value, ApiError> {
+        if is_scale(req) {
+            return scale::patch(&self.core, self.core.target(req), kind, patch).await;
+        }
         let part = update::Part::of(req.info, req.subresource, "patch")?;
         update::patch(&self.core, self.core.target(req), part, kind, patch).await
     }
@@ -161,4 +202,14 @@ impl Backend for LocalBackend {
         }
         Ok((200, outcome.into_object()))
     }
+}
+
+/// A create in the core `bindings` collection (the older form of `pods/{name}/binding`).
+fn is_binding_collection(req: &WriteRequest<'_>) -> bool {
+    req.info.group.is_empty() && req.info.plural == "bindings"
+}
+
+/// A write of the `scale` subresource of a resource that has one.
+fn is_scale(req: &WriteRequest<'_>) -> bool {
+    req.subresource == Some("scale") && req.info.has_subresource("scale")
 }

@@ -10,21 +10,31 @@
 //! - Discovery answers in the aggregated `apidiscovery.k8s.io/v2` form when the `Accept`
 //!   header asks for it before plain JSON, labelled with its own content type; otherwise the
 //!   legacy documents.
-//! - OpenAPI v3 is minimal ([`openapi`]); `fieldValidation` is accepted and ignored.
+//! - OpenAPI v2 and v3 carry every served kind's schema ([`openapi`]).
 //! - Lists: `Exact` of anything but the current revision is 410; continue tokens read the
 //!   current state after the last key and report the first page's revision, and are 410 once
 //!   older than the change log ([`read`]).
 //! - Watches: a too-old or too-new resourceVersion is an in-stream 410 ERROR; streaming lists
 //!   (`sendInitialEvents`) are implemented; bookmarks never claim more than was delivered;
 //!   `as=Table` and metadata-only forms apply to watch events too ([`watch`]).
-//! - Only JSON bodies: protobuf is 415 with a message naming the client setting; an `Accept`
-//!   without a JSON alternative is 406.
+//! - Only JSON bodies: protobuf is 415 with a message naming the client setting (but for the
+//!   reviews and CSR approvals kubectl's typed clients send); an `Accept` without a JSON
+//!   alternative is 406.
+//! - `/healthz`, `/livez`, `/readyz` run only the checks this plane performs ([`health`]).
+//! - `scale` is computed from its parent on each read; the kubelet streams (`pods/log`,
+//!   `exec`, `attach`, `portforward`, `proxy`, `nodes/proxy`) answer as kube-apiserver does
+//!   when it cannot dial the kubelet, until a tunnel to the edge serves them
+//!   ([`subresource`]).
 //! - Resource requests need a user (the request's [`User`] or the default), else 401;
-//!   discovery, `/version` and OpenAPI do not. Reads (get, list, watch, and subresources read
-//!   as their parent) are put to the API's [`crate::Authorizer`] first, when it has one.
+//!   discovery, `/version` and OpenAPI do not, but when there is a user and an
+//!   [`crate::Authorizer`], it is asked about the path first. Reads (get, list, watch, and
+//!   subresources read as their parent) are put to the API's [`crate::Authorizer`] first, when
+//!   it has one. A user in `system:unauthenticated` does not count as an authenticated
+//!   connection.
 
 mod discovery;
 mod error;
+mod health;
 mod negotiate;
 mod openapi;
 mod path;
@@ -74,7 +84,12 @@ pub(crate) struct Target {
 
 async fn handle(State(api): State<Api>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    let has_user = parts.extensions.get::<User>().is_some() || api.default_user.is_some();
+    // An anonymous caller (group `system:unauthenticated`) has not authenticated its connection.
+    let has_user = parts
+        .extensions
+        .get::<User>()
+        .is_some_and(|u| !u.groups.iter().any(|g| g == "system:unauthenticated"))
+        || api.default_user.is_some();
     if let Some(connection) = parts
         .extensions
         .get::<crate::Connection>()
@@ -91,11 +106,18 @@ async fn handle(State(api): State<Api>, req: Request) -> Response {
 async fn serve(api: &Api, parts: Parts, body: Body) -> Result<Response, ApiError> {
     let route = path::parse(parts.uri.path())?;
     let params = Params::parse(parts.uri.query());
+    if !matches!(route, Route::Resource(_)) {
+        authorize_non_resource(api, &parts).await?;
+    }
     match route {
         Route::Resource(raw) => resource(api, raw, parts, params, body).await,
-        Route::OpenApiRoot | Route::OpenApiGroupVersion(_) => {
+        Route::Health { endpoint, check } => {
+            only_get(&parts.method, "health checks")?;
+            health::serve(api, endpoint, check.as_deref(), &params).await
+        }
+        Route::OpenApiV2 | Route::OpenApiRoot | Route::OpenApiGroupVersion(_) => {
             only_get(&parts.method, "openapi")?;
-            openapi::serve(api, &route)
+            openapi::serve(api, &route, parts.uri.query(), &parts.headers).await
         }
         route => {
             only_get(&parts.method, "discovery")?;
@@ -139,6 +161,15 @@ async fn resource(
             require_verb(info, "get")?;
             let output = negotiate::output(&parts.headers)?;
             read::get(api, &target, &params, output).await
+        }
+        (&Method::GET, true, Some("scale")) => {
+            authorize_read(api, &user, "get", &target, &params).await?;
+            negotiate::output(&parts.headers)?;
+            subresource::get_scale(api, &target).await
+        }
+        (method, true, Some(sub)) if subresource::is_tunnel(sub, method) => {
+            authorize_read(api, &user, "get", &target, &params).await?;
+            subresource::tunnel(api, &target, &params).await
         }
         (&Method::GET, true, Some(sub)) if subresource::reads_parent(sub) => {
             authorize_read(api, &user, "get", &target, &params).await?;
@@ -185,6 +216,18 @@ async fn authorize_read(
         field_selector: field_selector.as_ref(),
     };
     authorizer.authorize_read(&req).await
+}
+
+/// Asks the API's [`crate::Authorizer`], if it has one, whether the caller may fetch this
+/// non-resource path (verb: the lowercase method). A request with no user is not asked about.
+async fn authorize_non_resource(api: &Api, parts: &Parts) -> Result<(), ApiError> {
+    let (Some(authorizer), Ok(user)) = (&api.authorizer, user_of(api, parts)) else {
+        return Ok(());
+    };
+    let verb = parts.method.as_str().to_ascii_lowercase();
+    authorizer
+        .authorize_non_resource(&user, &verb, parts.uri.path())
+        .await
 }
 
 /// The write verb an HTTP method means on this target, if the resource serves it.

@@ -1,15 +1,20 @@
-//! Who a request is (the admin token, a service-account token, or a client certificate), what a
-//! node may write, and what anyone short of an administrator may read.
+//! Who a request is (the admin token, a service-account token, a client certificate, or
+//! anonymous), and whether it may do what it asks: `system:masters` anything; a node what the
+//! Node authorizer rules ([`apimachinery::noderules`]) allow it, OR what RBAC grants it; anyone
+//! else what RBAC grants ([`crate::rbac`]), as kube-apiserver's `--authorization-mode=Node,RBAC`.
 
 use std::sync::Arc;
 
 use apimachinery::ApiError;
 use apimachinery::noderules::{NodeRead, NodeRule, NodeWrite, Read, ReadRule};
 use apimachinery::patch::PatchType;
+use apimachinery::rbac::{self, Request};
+use axum::http::HeaderMap;
 use bytes::Bytes;
 use kapi::{Authorizer, Backend, DeleteOptions, ReadRequest, User, WriteRequest};
 use serde_json::Value;
 
+use crate::rbac::Rbac;
 use crate::tokens::Tokens;
 
 /// The group of cluster administrators.
@@ -17,51 +22,126 @@ pub const MASTERS: &str = "system:masters";
 /// The group of node identities.
 pub const NODES: &str = "system:nodes";
 
-/// Maps credentials to users.
+/// Maps credentials to users, and lets a user act as another (impersonation) if RBAC lets it.
 pub struct Authenticator {
     admin_token: String,
     tokens: Tokens,
+    rbac: Rbac,
 }
 
-/// Wraps the local backend: administrators write anything; a node writes only what
-/// [`apimachinery::noderules`] allows a node; anyone else is refused.
+/// Wraps the backend: administrators write anything; a node what [`apimachinery::noderules`]
+/// allows a node or RBAC grants it; anyone else what RBAC grants.
 pub struct NodeRestriction {
     pub inner: Arc<dyn Backend>,
     pub store: objstore::Store,
+    pub(crate) rbac: Rbac,
 }
 
 /// Who may read what: administrators everything; a node what
-/// [`apimachinery::noderules::NodeRead`] allows, looking up its pods in the store; anyone else
-/// everything but secrets (until RBAC).
+/// [`apimachinery::noderules::NodeRead`] allows (looking up its pods in the store) or RBAC
+/// grants; anyone else what RBAC grants. Non-resource paths (discovery, `/version`, OpenAPI)
+/// are RBAC's `nonResourceURLs` rules.
 pub struct ReadAuthorizer {
     pub store: objstore::Store,
+    pub(crate) rbac: Rbac,
 }
 
 // === impl Authenticator ===
 
 impl Authenticator {
-    pub(crate) fn new(admin_token: String, tokens: Tokens) -> Self {
+    pub(crate) fn new(admin_token: String, tokens: Tokens, rbac: Rbac) -> Self {
         Authenticator {
             admin_token,
             tokens,
+            rbac,
         }
     }
 
+    /// The user a request acts as: `user`, or the one its `Impersonate-User` and
+    /// `Impersonate-Group` headers name, if `user` may `impersonate` that user (a service
+    /// account: `serviceaccounts`; else `users`) and each group (`groups`). An impersonated
+    /// service account is in its groups unless groups are named; every impersonated user is
+    /// in `system:authenticated`.
+    pub async fn acting_as(&self, user: User, headers: &HeaderMap) -> Result<User, ApiError> {
+        let values = |name: &str| -> Vec<String> {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .collect()
+        };
+        let groups = values("impersonate-group");
+        let Some(name) = values("impersonate-user").into_iter().next() else {
+            if groups.is_empty() {
+                return Ok(user);
+            }
+            return Err(ApiError::bad_request(format!(
+                "requested {groups:?} without impersonating a user"
+            )));
+        };
+        let account = name
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|rest| rest.split_once(':'));
+        let target = match account {
+            Some((ns, sa)) => ("serviceaccounts", ns, sa),
+            None => ("users", "", name.as_str()),
+        };
+        self.may_impersonate(&user, target).await?;
+        for group in &groups {
+            self.may_impersonate(&user, ("groups", "", group)).await?;
+        }
+        let groups = match account {
+            Some((ns, _)) if groups.is_empty() => vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{ns}"),
+            ],
+            _ => groups,
+        };
+        Ok(authenticated(User { name, groups }))
+    }
+
+    async fn may_impersonate(
+        &self,
+        user: &User,
+        (resource, namespace, name): (&str, &str, &str),
+    ) -> Result<(), ApiError> {
+        let request = Request::Resource {
+            group: "",
+            resource,
+            subresource: None,
+            namespace,
+            name,
+        };
+        if is_master(user) || self.rbac.allows(user, "impersonate", request).await? {
+            return Ok(());
+        }
+        Err(crate::rbac::forbidden(&user.name, "impersonate", &request))
+    }
+
     /// The user of a request: its bearer token (the admin token, else a service-account
-    /// token), else its client certificate's identity. A bearer token that is neither is a 401.
+    /// token), else its client certificate's identity, else `system:anonymous` (group
+    /// `system:unauthenticated`). A bearer token that is neither is a 401. Every
+    /// authenticated user is in `system:authenticated`.
     pub async fn user(
         &self,
         authorization: Option<&str>,
         cert_user: Option<&User>,
     ) -> Result<User, ApiError> {
         let Some(token) = authorization.and_then(|h| h.strip_prefix("Bearer ")) else {
-            return cert_user.cloned().ok_or_else(ApiError::unauthorized);
+            return Ok(match cert_user {
+                Some(user) => authenticated(user.clone()),
+                None => User {
+                    name: rbac::ANONYMOUS.into(),
+                    groups: vec![rbac::UNAUTHENTICATED.into()],
+                },
+            });
         };
         let token = token.trim();
         if constant_time_eq(token.as_bytes(), self.admin_token.as_bytes()) {
             return Ok(User {
                 name: "admin".into(),
-                groups: vec![MASTERS.into()],
+                groups: vec![MASTERS.into(), rbac::AUTHENTICATED.into()],
             });
         }
         match self
@@ -89,6 +169,19 @@ pub fn user_from_cert(cert: &rustls::pki_types::CertificateDer<'_>) -> Option<Us
     pki::subject(cert).map(|(cn, groups)| User { name: cn, groups })
 }
 
+/// `user` with `system:authenticated` among its groups.
+fn authenticated(mut user: User) -> User {
+    if !user.groups.iter().any(|g| g == rbac::AUTHENTICATED) {
+        user.groups.push(rbac::AUTHENTICATED.into());
+    }
+    user
+}
+
+/// Whether `user` is an administrator (`system:masters`).
+pub(crate) fn is_master(user: &User) -> bool {
+    user.groups.iter().any(|g| g == MASTERS)
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -96,31 +189,60 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 // === impl NodeRestriction ===
 
 impl NodeRestriction {
-    /// Administrators write anything; a node what [`apimachinery::noderules`] allows it; anyone
-    /// else nothing. `body` is the object written, if any.
+    /// Administrators write anything; a node what [`apimachinery::noderules`] allows it or
+    /// RBAC grants; anyone else what RBAC grants. `named` carries the object's name (for a
+    /// create, the body's: the node rules need it); RBAC is asked about `req` (a create names
+    /// no object, as in Kubernetes). `body` is the object written, if any.
     async fn check(
         &self,
         req: &WriteRequest<'_>,
+        named: &WriteRequest<'_>,
         verb: &str,
         body: Option<&Value>,
     ) -> Result<(), ApiError> {
         let user = req.user;
-        if user.groups.iter().any(|g| g == MASTERS) {
+        if is_master(user) {
             return Ok(());
         }
-        let Some(node) = node_of(user) else {
-            let why = format!(
-                "User {:?} cannot {verb} resource {:?}: only administrators and nodes may write",
-                user.name,
-                resource_name(req)
-            );
-            return Err(ApiError::forbidden(
-                &req.info.group,
-                &req.info.plural,
-                req.name,
-                &why,
-            ));
+        let by_node = match node_of(user) {
+            Some(node) => Some(self.node_rule(named, node, verb, body).await),
+            None => None,
         };
+        if let Some(Ok(())) = by_node {
+            return Ok(());
+        }
+        let request = Request::Resource {
+            group: &req.info.group,
+            resource: &req.info.plural,
+            subresource: req.subresource,
+            namespace: req.namespace,
+            name: req.name,
+        };
+        if self.rbac.allows(user, verb, request).await? {
+            return Ok(());
+        }
+        match by_node {
+            Some(Err(e)) => Err(e),
+            _ => Err(crate::rbac::forbidden(&user.name, verb, &request)),
+        }
+    }
+
+    /// RBAC's escalation check of a role or binding written by anyone but an administrator.
+    async fn check_escalation(&self, req: &WriteRequest<'_>, obj: &Value) -> Result<(), ApiError> {
+        match escalation_checked(req) {
+            true => self.rbac.check_escalation(req, obj).await,
+            false => Ok(()),
+        }
+    }
+
+    /// What the node rules say of `node`'s write.
+    async fn node_rule(
+        &self,
+        req: &WriteRequest<'_>,
+        node: &str,
+        verb: &str,
+        body: Option<&Value>,
+    ) -> Result<(), ApiError> {
         let asked = NodeWrite {
             node,
             verb,
@@ -160,12 +282,14 @@ impl Backend for NodeRestriction {
             name,
             ..req.clone()
         };
-        self.check(&named, "create", Some(&obj)).await?;
+        self.check(req, &named, "create", Some(&obj)).await?;
+        self.check_escalation(req, &obj).await?;
         self.inner.create(req, obj).await
     }
 
     async fn update(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
-        self.check(req, "update", Some(&obj)).await?;
+        self.check(req, req, "update", Some(&obj)).await?;
+        self.check_escalation(req, &obj).await?;
         self.inner.update(req, obj).await
     }
 
@@ -175,7 +299,16 @@ impl Backend for NodeRestriction {
         kind: PatchType,
         patch: Bytes,
     ) -> Result<Value, ApiError> {
-        self.check(req, "patch", None).await?;
+        self.check(req, req, "patch", None).await?;
+        if escalation_checked(req) {
+            // The escalation check needs the object as patched: a dry run first.
+            let preview = WriteRequest {
+                dry_run: true,
+                ..req.clone()
+            };
+            let patched = self.inner.patch(&preview, kind, patch.clone()).await?;
+            self.rbac.check_escalation(req, &patched).await?;
+        }
         self.inner.patch(req, kind, patch).await
     }
 
@@ -184,7 +317,7 @@ impl Backend for NodeRestriction {
         req: &WriteRequest<'_>,
         opts: DeleteOptions,
     ) -> Result<(u16, Value), ApiError> {
-        self.check(req, "delete", None).await?;
+        self.check(req, req, "delete", None).await?;
         self.inner.delete(req, opts).await
     }
 }
@@ -195,7 +328,7 @@ impl Backend for NodeRestriction {
 impl Authorizer for ReadAuthorizer {
     async fn authorize_read(&self, req: &ReadRequest<'_>) -> Result<(), ApiError> {
         let user = req.user;
-        if user.groups.iter().any(|g| g == MASTERS) {
+        if is_master(user) {
             return Ok(());
         }
         let read = Read {
@@ -207,26 +340,63 @@ impl Authorizer for ReadAuthorizer {
             subresource: req.subresource,
             field_selector: req.field_selector,
         };
-        let Some(node) = node_of(user) else {
-            return read.check_other_user(&user.name);
+        let by_node = match node_of(user) {
+            Some(node) => Some(self.node_read(NodeRead { node, read }).await),
+            None => None,
         };
-        let asked = NodeRead { node, read };
-        match asked.rule() {
-            ReadRule::Allowed => Ok(()),
-            ReadRule::Denied(e) => Err(e),
-            ReadRule::IfPodBound => {
-                let bound = self.pod_node(req.namespace, read.target()).await?;
-                asked.check_related(bound.as_deref() == Some(node))
-            }
-            ReadRule::IfReferenced => {
-                let found = self.referenced(node, &read).await?;
-                asked.check_related(found)
-            }
+        if let Some(Ok(())) = by_node {
+            return Ok(());
         }
+        let request = Request::Resource {
+            group: read.group,
+            resource: read.resource,
+            subresource: read.subresource,
+            namespace: read.namespace,
+            // A list or watch of one object by `metadata.name` is about that object, as in
+            // Kubernetes (for `resourceNames`).
+            name: read.target(),
+        };
+        if self.rbac.allows(user, read.verb, request).await? {
+            return Ok(());
+        }
+        match by_node {
+            Some(Err(e)) => Err(e),
+            _ => Err(read.forbidden(&user.name, "")),
+        }
+    }
+
+    async fn authorize_non_resource(
+        &self,
+        user: &User,
+        verb: &str,
+        path: &str,
+    ) -> Result<(), ApiError> {
+        let request = Request::NonResource { path };
+        if is_master(user) || self.rbac.allows(user, verb, request).await? {
+            return Ok(());
+        }
+        Err(crate::rbac::forbidden(&user.name, verb, &request))
     }
 }
 
 impl ReadAuthorizer {
+    /// What the node rules say of a node's read, looking up its pods as they ask.
+    async fn node_read(&self, asked: NodeRead<'_>) -> Result<(), ApiError> {
+        let read = asked.read;
+        match asked.rule() {
+            ReadRule::Allowed => Ok(()),
+            ReadRule::Denied(e) => Err(e),
+            ReadRule::IfPodBound => {
+                let bound = self.pod_node(read.namespace, read.target()).await?;
+                asked.check_related(bound.as_deref() == Some(asked.node))
+            }
+            ReadRule::IfReferenced => {
+                let found = self.referenced(asked.node, &read).await?;
+                asked.check_related(found)
+            }
+        }
+    }
+
     /// The node pod `namespace/name` is bound to (`""`: not scheduled; `None`: no such pod).
     async fn pod_node(&self, namespace: &str, name: &str) -> Result<Option<String>, ApiError> {
         pod_node(&self.store, namespace, name).await
@@ -298,14 +468,13 @@ pub(crate) async fn stored_object(
     Ok(Some(obj))
 }
 
+/// Whether a write is one RBAC's escalation check applies to: a role or binding, written by
+/// anyone but an administrator.
+fn escalation_checked(req: &WriteRequest<'_>) -> bool {
+    req.info.group == rbac::GROUP && req.subresource.is_none() && !is_master(req.user)
+}
+
 fn node_of(user: &User) -> Option<&str> {
     let name = user.name.strip_prefix(pki::NODE_CN_PREFIX)?;
     user.groups.iter().any(|g| g == NODES).then_some(name)
-}
-
-fn resource_name(req: &WriteRequest<'_>) -> String {
-    match req.subresource {
-        Some(sub) => format!("{}/{sub}", req.info.plural),
-        None => req.info.plural.clone(),
-    }
 }

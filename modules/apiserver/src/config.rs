@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use apimachinery::alloc::{Cidr, PortRange, ServiceRanges};
 use serde::{Deserialize, Serialize};
 
 /// `modules.apiServer`.
@@ -65,6 +66,14 @@ pub struct Config {
     /// in flight). Default `90s`.
     #[serde(with = "daemon::duration")]
     pub idle_timeout: Duration,
+    /// The IPv4 block Services' cluster IPs are allocated from (kube-apiserver's
+    /// `--service-cluster-ip-range`); its first address is the `kubernetes` Service's.
+    /// Default `10.96.0.0/12`.
+    #[serde(rename = "serviceClusterIPRange")]
+    pub service_cluster_ip_range: Cidr,
+    /// The ports NodePort and LoadBalancer Services' node ports are allocated from
+    /// (`--service-node-port-range`). Default `30000-32767`.
+    pub service_node_port_range: PortRange,
 }
 
 impl Default for Config {
@@ -89,6 +98,8 @@ impl Default for Config {
             tls_handshake_timeout: Duration::from_secs(10),
             read_header_timeout: Duration::from_secs(32),
             idle_timeout: Duration::from_secs(90),
+            service_cluster_ip_range: ServiceRanges::default().cluster_ips,
+            service_node_port_range: ServiceRanges::default().node_ports,
         }
     }
 }
@@ -106,6 +117,14 @@ impl Config {
             ..kapi::ServeConfig::default()
         }
     }
+    /// Where Services' cluster IPs and node ports are allocated from.
+    pub fn service_ranges(&self) -> ServiceRanges {
+        ServiceRanges {
+            cluster_ips: self.service_cluster_ip_range,
+            node_ports: self.service_node_port_range,
+        }
+    }
+
     /// Where the service-account key is: [`Config::service_account_key_file`], else `sa.key`
     /// beside the CA.
     pub fn service_account_key_path(&self) -> PathBuf {
@@ -117,5 +136,32 @@ impl Config {
                 .unwrap_or(Path::new(""))
                 .join("sa.key"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_ranges_are_typed_at_parse_time() {
+        let yaml = "serviceClusterIPRange: 10.100.0.0/16\nserviceNodePortRange: 31000-31099\n";
+        let config: Config = serde_yaml_ng::from_str(yaml).unwrap();
+        let ranges = config.service_ranges();
+        assert_eq!(ranges.cluster_ips.to_string(), "10.100.0.0/16");
+        assert_eq!(ranges.cluster_ips.nth(0).to_string(), "10.100.0.1");
+        assert_eq!(
+            (ranges.node_ports.first, ranges.node_ports.last),
+            (31000, 31099)
+        );
+        assert_eq!(Config::default().service_ranges(), ServiceRanges::default());
+        let bad = serde_yaml_ng::from_str::<Config>("serviceClusterIPRange: 10.0.0.0\n");
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("expected address/prefix")
+        );
+        let bad = serde_yaml_ng::from_str::<Config>("serviceNodePortRange: 40000-30000\n");
+        assert!(bad.is_err());
     }
 }

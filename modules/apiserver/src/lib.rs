@@ -1,16 +1,19 @@
 //! apiserver: the embedded Kubernetes-compatible control plane, on when cloudcore is given no
 //! kubeconfig. It serves the kapi REST layer over its own SQLite store on HTTPS (default
 //! `127.0.0.1:6443`) with its own CA, authenticates by bearer token (the admin kubeconfig it
-//! writes, or a service-account token it issued through TokenRequest) or client certificate, and
-//! lets a node identity (`system:node:<name>`) read and write only what a node may, and any other
-//! non-administrator read anything but secrets. The rest of cloudcore reaches it like any cluster: through the `kube` crate
-//! and that kubeconfig.
+//! writes, or a service-account token it issued through TokenRequest) or client certificate
+//! (requests with neither are `system:anonymous`), and authorizes as kube-apiserver's
+//! `--authorization-mode=Node,RBAC`: a node identity (`system:node:<name>`) may do what a node
+//! may or RBAC grants it, anyone else what RBAC grants ([`rbac`]: bootstrap roles reconciled at
+//! start, ClusterRole aggregation, the review APIs). The rest of cloudcore reaches it like any
+//! cluster: through the `kube` crate and that kubeconfig.
 #![forbid(unsafe_code)]
 
 mod auth;
 mod config;
 mod error;
 pub mod kubeconfig;
+mod rbac;
 mod rootca;
 mod serve;
 mod tokens;
@@ -43,7 +46,8 @@ pub const SYSTEM_NAMESPACES: &[&str] = &[
     "kubeedge",
 ];
 
-/// The cluster IP of `default/kubernetes` (the first address of the default service range).
+/// The cluster IP of `default/kubernetes` with the default service range (it is the first
+/// address of `serviceClusterIPRange`).
 pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
 
 /// The control plane as a beehive module: bound by [`ApiServer::bind`], serving once run.
@@ -90,7 +94,18 @@ impl ApiServer {
         let store = writer.reader();
         let tokens =
             tokens::Tokens::load_or_generate(&config.service_account_key_path(), store.clone())?;
-        let api = build_api(writer, tokens.clone()).await?;
+        let authenticator = Arc::new(auth::Authenticator::new(
+            token.clone(),
+            tokens.clone(),
+            rbac::Rbac::new(store.clone()),
+        ));
+        let api = build_api(
+            writer,
+            tokens,
+            authenticator.clone(),
+            config.service_ranges(),
+        )
+        .await?;
         let client_ca = match &config.client_ca_file {
             Some(path) => pki::read_pem(path)?,
             None => ca.cert_pem().to_string(),
@@ -114,7 +129,8 @@ impl ApiServer {
                 addr: config.bind_address,
                 source,
             })?;
-        ensure_kubernetes_service(&api, addr.port()).await?;
+        let service_ip = config.service_cluster_ip_range.nth(0).to_string();
+        ensure_kubernetes_service(&api, addr.port(), &service_ip).await?;
         let text = kubeconfig::render(kubeconfig::dial_address(addr), ca.cert_pem(), &token);
         kubeconfig::write(&config.admin_kubeconfig, &text).map_err(|source| {
             ApiServerError::Io {
@@ -131,10 +147,7 @@ impl ApiServer {
             tls: Arc::new(tls),
             api: api.clone(),
             ca_pem: ca.cert_pem().to_string(),
-            app: serve::authenticated(
-                kapi::router(api),
-                Arc::new(auth::Authenticator::new(token.clone(), tokens)),
-            ),
+            app: serve::authenticated(kapi::router(api), authenticator),
         };
         let handle = Handle {
             addr,
@@ -178,6 +191,7 @@ impl Module for ApiServer {
             return Err("the apiserver listener was already used by an earlier run".into());
         };
         let tasks = TaskTracker::new();
+        tasks.spawn(rbac::aggregation::run(s.api.clone(), shutdown.clone()));
         tasks.spawn(rootca::publish(s.api, s.ca_pem, shutdown.clone()));
         let config = self.config.serve_config();
         let (tls, stats) = (Some(s.tls), s.connections);
@@ -243,14 +257,17 @@ impl Handle {
 }
 
 /// The REST layer over the store: reads are authorized by [`auth::ReadAuthorizer`]; writes go
-/// through NodeRestriction, then TokenRequest, then the local backend.
+/// through NodeRestriction (Node rules or RBAC), then the review APIs, then TokenRequest, then
+/// the local backend. The bootstrap RBAC policy is reconciled and aggregated before it serves.
 async fn build_api(
     writer: objstore::Writer,
     tokens: tokens::Tokens,
+    authenticator: Arc<auth::Authenticator>,
+    ranges: apimachinery::alloc::ServiceRanges,
 ) -> Result<Api, ApiServerError> {
     let registry = Registry::new(apimachinery::catalog::builtins());
     let store = writer.reader();
-    let local = LocalBackend::new(writer, registry.clone());
+    let local = LocalBackend::new(writer, registry.clone(), ranges);
     kapi::local::register_existing_crds(&store, &registry)
         .await
         .map_err(|e| ApiServerError::Bootstrap(e.to_string()))?;
@@ -262,26 +279,43 @@ async fn build_api(
         inner: local,
         tokens,
     });
-    let backend = Arc::new(auth::NodeRestriction {
+    let rbac = rbac::Rbac::new(store.clone());
+    let reviews = Arc::new(rbac::Reviews {
         inner: token_requests,
+        rbac: rbac.clone(),
+        authenticator,
+    });
+    let backend = Arc::new(auth::NodeRestriction {
+        inner: reviews,
         store: store.clone(),
+        rbac: rbac.clone(),
     });
     let authorizer = Arc::new(auth::ReadAuthorizer {
         store: store.clone(),
+        rbac,
     });
-    Ok(Api {
+    let api = Api {
         registry,
         store,
         backend,
         version: version(),
         default_user: None,
         authorizer: Some(authorizer),
-    })
+    };
+    let bootstrap =
+        |e: apimachinery::ApiError| ApiServerError::Bootstrap(format!("RBAC policy: {e}"));
+    rbac::bootstrap::reconcile(&api).await.map_err(bootstrap)?;
+    rbac::aggregation::settle(&api).await.map_err(bootstrap)?;
+    Ok(api)
 }
 
 /// The `default/kubernetes` Service clients in pods find the API by (its environment variables
 /// and cluster DNS name), created once.
-async fn ensure_kubernetes_service(api: &Api, port: u16) -> Result<(), ApiServerError> {
+async fn ensure_kubernetes_service(
+    api: &Api,
+    port: u16,
+    service_ip: &str,
+) -> Result<(), ApiServerError> {
     let info = api
         .registry
         .get("", "v1", "services")
@@ -302,7 +336,7 @@ async fn ensure_kubernetes_service(api: &Api, port: u16) -> Result<(), ApiServer
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "kubernetes", "namespace": "default",
                      "labels": {"component": "apiserver", "provider": "kubernetes"}},
-        "spec": {"type": "ClusterIP", "clusterIP": KUBERNETES_SERVICE_IP,
+        "spec": {"type": "ClusterIP", "clusterIP": service_ip,
                  "ports": [{"name": "https", "protocol": "TCP", "port": 443, "targetPort": port}]},
     });
     match api.backend.create(&write, service).await {
@@ -314,17 +348,24 @@ async fn ensure_kubernetes_service(api: &Api, port: u16) -> Result<(), ApiServer
     }
 }
 
+/// The `/version` answer: Kubernetes 1.32's API, this build's commit, tree state and date
+/// (from `build.rs`), and the compiler in `goVersion`'s place.
 fn version() -> serde_json::Value {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
     serde_json::json!({
         "major": "1",
         "minor": "32",
         "gitVersion": "v1.32.0-kubeedge-rs",
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "",
-        "goVersion": "",
+        "gitCommit": env!("APISERVER_GIT_COMMIT"),
+        "gitTreeState": env!("APISERVER_GIT_TREE_STATE"),
+        "buildDate": env!("APISERVER_BUILD_DATE"),
+        "goVersion": env!("APISERVER_RUSTC_VERSION"),
         "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH }),
+        "platform": format!("{}/{arch}", std::env::consts::OS),
     })
 }
 

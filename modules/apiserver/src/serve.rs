@@ -1,6 +1,8 @@
 //! Authentication in front of the REST routes: each request's user comes from its bearer token
-//! (the admin token or a service-account token), else from the client certificate of its connection ([`kapi::PeerCertificate`]); a request
-//! with neither is a 401 `Status`. Serving itself is [`kapi::serve`].
+//! (the admin token or a service-account token), else from the client certificate of its
+//! connection ([`kapi::PeerCertificate`]), else anonymous; a bad token is a 401 `Status`. The
+//! `Impersonate-User`/`Impersonate-Group` headers then switch to another user, if RBAC lets the
+//! caller impersonate it. Serving itself is [`kapi::serve`].
 
 use std::sync::Arc;
 
@@ -30,7 +32,11 @@ async fn authenticate(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    match auth.user(authorization, cert_user.as_ref()).await {
+    let user = match auth.user(authorization, cert_user.as_ref()).await {
+        Ok(user) => auth.acting_as(user, req.headers()).await,
+        Err(e) => Err(e),
+    };
+    match user {
         Ok(user) => {
             req.extensions_mut().insert(user);
             next.run(req).await

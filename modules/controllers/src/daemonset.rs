@@ -7,7 +7,7 @@
 //! the unavailable ones first; `OnDelete` waits for the user. Status carries the counts
 //! `kubectl rollout status` reads.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,7 +48,7 @@ fn daemon_tolerations(host_network: bool) -> Vec<serde_json::Value> {
 
 /// Runs the controller until shutdown.
 pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let (tx, rx) = mpsc::unbounded_channel::<String>();
     let queue = tx.clone();
     let (sets, sets_task) = informer::run(
         Api::<DaemonSet>::all(client.clone()),
@@ -98,36 +98,12 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         events,
         creating: Mutex::default(),
     };
-    let mut pending: VecDeque<String> = VecDeque::new();
-    let mut queued: HashSet<String> = HashSet::new();
-    loop {
-        if pending.is_empty() {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                k = rx.recv() => match k { Some(k) => k, None => return },
-            };
-            if queued.insert(next.clone()) {
-                pending.push_back(next);
-            }
-        }
-        while let Ok(k) = rx.try_recv() {
-            if queued.insert(k.clone()) {
-                pending.push_back(k);
-            }
-        }
-        let Some(k) = pending.pop_front() else {
-            continue;
-        };
-        queued.remove(&k);
-        if let Err(e) = ctx.sync(&k).await {
-            tracing::info!(daemonset = %k, error = %e, "sync failed; retrying");
-            let requeue = tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let _ = requeue.send(k);
-            });
-        }
-    }
+    let ctx = Arc::new(ctx);
+    informer::work(rx, tx, "daemonset", shutdown, move |k| {
+        let ctx = ctx.clone();
+        async move { ctx.sync(&k).await }
+    })
+    .await;
 }
 
 struct Context {

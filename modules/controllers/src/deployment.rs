@@ -7,7 +7,7 @@
 //! are deleted, a paused Deployment only scales, and the status carries the replica counts and
 //! the `Available` and `Progressing` conditions `kubectl rollout status` waits for.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ const MAX: &str = "deployment.kubernetes.io/max-replicas";
 
 /// Runs the controller until shutdown.
 pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let (tx, rx) = mpsc::unbounded_channel::<String>();
     let queue = tx.clone();
     let (deployments, d_task) = informer::run(
         Api::<Deployment>::all(client.clone()),
@@ -67,36 +67,12 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         sets,
         events,
     };
-    let mut pending: VecDeque<String> = VecDeque::new();
-    let mut queued: HashSet<String> = HashSet::new();
-    loop {
-        if pending.is_empty() {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                k = rx.recv() => match k { Some(k) => k, None => return },
-            };
-            if queued.insert(next.clone()) {
-                pending.push_back(next);
-            }
-        }
-        while let Ok(k) = rx.try_recv() {
-            if queued.insert(k.clone()) {
-                pending.push_back(k);
-            }
-        }
-        let Some(k) = pending.pop_front() else {
-            continue;
-        };
-        queued.remove(&k);
-        if let Err(e) = ctx.sync(&k).await {
-            tracing::info!(deployment = %k, error = %e, "sync failed; retrying");
-            let requeue = tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let _ = requeue.send(k);
-            });
-        }
-    }
+    let ctx = Arc::new(ctx);
+    informer::work(rx, tx, "deployment", shutdown, move |k| {
+        let ctx = ctx.clone();
+        async move { ctx.sync(&k).await }
+    })
+    .await;
 }
 
 struct Context {
@@ -155,11 +131,25 @@ fn replicas(rs: &ReplicaSet) -> i32 {
     rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0)
 }
 
+/// A ReplicaSet's available replicas, never more than it is asked to keep.
 fn available(rs: &ReplicaSet) -> i32 {
-    rs.status
+    let available = rs
+        .status
         .as_ref()
         .and_then(|s| s.available_replicas)
-        .unwrap_or(0)
+        .unwrap_or(0);
+    available.min(replicas(rs))
+}
+
+/// Whether a ReplicaSet's status describes its current spec (its controller has seen the last
+/// scale): decisions on availability wait for it.
+fn settled(rs: &ReplicaSet) -> bool {
+    let observed = rs
+        .status
+        .as_ref()
+        .and_then(|s| s.observed_generation)
+        .unwrap_or(0);
+    observed >= rs.metadata.generation.unwrap_or(0)
 }
 
 fn revision(rs: &ReplicaSet) -> i64 {
@@ -373,6 +363,10 @@ impl Context {
         let unavailable = scaled(ru.max_unavailable.as_ref(), want, "25%", false);
         if surge == 0 && unavailable == 0 {
             surge = 1;
+        }
+        if !settled(new) || old.iter().any(|rs| !settled(rs)) {
+            // A scale not yet seen by the ReplicaSet controller: its availability is stale.
+            return Ok(());
         }
         let old_total: i32 = old.iter().map(|rs| replicas(rs)).sum();
         let total = old_total + replicas(new);

@@ -8,7 +8,7 @@
 //! name as the Service carries the same addresses (`addresses` ready, `notReadyAddresses` not).
 //! A Service without a selector is left alone (its endpoints are the user's).
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ type Port = (String, i32, String);
 
 /// Runs both controllers until shutdown.
 pub async fn run(client: kube::Client, shutdown: CancellationToken) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let (tx, rx) = mpsc::unbounded_channel::<String>();
     let queue = tx.clone();
     let (services, services_task) = informer::run(
         Api::<Service>::all(client.clone()),
@@ -96,36 +96,12 @@ pub async fn run(client: kube::Client, shutdown: CancellationToken) {
         pods,
         slices,
     };
-    let mut pending: VecDeque<String> = VecDeque::new();
-    let mut queued: HashSet<String> = HashSet::new();
-    loop {
-        if pending.is_empty() {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                k = rx.recv() => match k { Some(k) => k, None => return },
-            };
-            if queued.insert(next.clone()) {
-                pending.push_back(next);
-            }
-        }
-        while let Ok(k) = rx.try_recv() {
-            if queued.insert(k.clone()) {
-                pending.push_back(k);
-            }
-        }
-        let Some(k) = pending.pop_front() else {
-            continue;
-        };
-        queued.remove(&k);
-        if let Err(e) = ctx.sync(&k).await {
-            tracing::info!(service = %k, error = %e, "endpoints not in step yet; retrying");
-            let requeue = tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let _ = requeue.send(k);
-            });
-        }
-    }
+    let ctx = Arc::new(ctx);
+    informer::work(rx, tx, "endpointslice", shutdown, move |k| {
+        let ctx = ctx.clone();
+        async move { ctx.sync(&k).await }
+    })
+    .await;
 }
 
 struct Context {

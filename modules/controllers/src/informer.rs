@@ -1,7 +1,7 @@
 //! What the controllers share: an informer (a kind's objects kept in memory by a watch, with
 //! each change handed to a callback), label selector matching, and owner references.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -11,6 +11,7 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// `namespace/name` (or `name` for a cluster-scoped object).
@@ -171,6 +172,51 @@ where
         }
     };
     (cache, task)
+}
+
+/// A controller's work queue: runs `sync` for each key sent on `rx`, one at a time, a key sent
+/// again while queued counted once; a failed sync is retried after a second (sent back on
+/// `tx`). Returns at shutdown.
+pub async fn work<F, Fut>(
+    mut rx: mpsc::UnboundedReceiver<String>,
+    tx: mpsc::UnboundedSender<String>,
+    what: &'static str,
+    shutdown: CancellationToken,
+    mut sync: F,
+) where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<(), kube::Error>>,
+{
+    let mut pending: VecDeque<String> = VecDeque::new();
+    let mut queued: HashSet<String> = HashSet::new();
+    loop {
+        if pending.is_empty() {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                k = rx.recv() => match k { Some(k) => k, None => return },
+            };
+            if queued.insert(next.clone()) {
+                pending.push_back(next);
+            }
+        }
+        while let Ok(k) = rx.try_recv() {
+            if queued.insert(k.clone()) {
+                pending.push_back(k);
+            }
+        }
+        let Some(k) = pending.pop_front() else {
+            continue;
+        };
+        queued.remove(&k);
+        if let Err(e) = sync(k.clone()).await {
+            tracing::info!(object = %k, controller = what, error = %e, "sync failed; retrying");
+            let requeue = tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let _ = requeue.send(k);
+            });
+        }
+    }
 }
 
 /// Whether `labels` match `selector` (`matchLabels` and `matchExpressions`; an empty selector

@@ -9,7 +9,7 @@
 //! deleted `ttlSecondsAfterFinished` after it finished when that is set. `Indexed` Jobs give
 //! each pod its completion index (annotation, label and `JOB_COMPLETION_INDEX`).
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ const INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
 
 /// Runs the controller until shutdown.
 pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let (tx, rx) = mpsc::unbounded_channel::<String>();
     let queue = tx.clone();
     let (jobs, jobs_task) = informer::run(
         Api::<Job>::all(client.clone()),
@@ -67,32 +67,12 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         requeue: tx.clone(),
         creating: std::sync::Mutex::default(),
     };
-    let mut pending: VecDeque<String> = VecDeque::new();
-    let mut queued: HashSet<String> = HashSet::new();
-    loop {
-        if pending.is_empty() {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                k = rx.recv() => match k { Some(k) => k, None => return },
-            };
-            if queued.insert(next.clone()) {
-                pending.push_back(next);
-            }
-        }
-        while let Ok(k) = rx.try_recv() {
-            if queued.insert(k.clone()) {
-                pending.push_back(k);
-            }
-        }
-        let Some(k) = pending.pop_front() else {
-            continue;
-        };
-        queued.remove(&k);
-        if let Err(e) = ctx.sync(&k).await {
-            tracing::info!(job = %k, error = %e, "sync failed; retrying");
-            ctx.later(&k, Duration::from_secs(1));
-        }
-    }
+    let ctx = Arc::new(ctx);
+    informer::work(rx, tx, "job", shutdown, move |k| {
+        let ctx = ctx.clone();
+        async move { ctx.sync(&k).await }
+    })
+    .await;
 }
 
 struct Context {
@@ -250,12 +230,13 @@ impl Context {
                 None => parallelism,
             }
         } as usize;
-        // Creates not seen yet count as active.
+        // Creates the watch has not shown yet count as active: the pods the Job should own by
+        // now, against the pods (of any phase) it is seen to own.
         let in_flight = {
             let mut creating = self.creating.lock().unwrap_or_else(|e| e.into_inner());
             match creating.get(&uid) {
-                Some((n, at)) if at.elapsed() < Duration::from_secs(30) && active.len() < *n => {
-                    *n - active.len()
+                Some((n, at)) if at.elapsed() < Duration::from_secs(30) && pods.len() < *n => {
+                    *n - pods.len()
                 }
                 _ => {
                     creating.remove(&uid);
@@ -298,7 +279,7 @@ impl Context {
                 self.creating
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert(uid.clone(), (active.len() + n, std::time::Instant::now()));
+                    .insert(uid.clone(), (pods.len() + n, std::time::Instant::now()));
             }
         } else if active.len() > want {
             for p in active.iter().skip(want) {

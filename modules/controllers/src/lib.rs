@@ -2,12 +2,13 @@
 //! embedded control plane, as a beehive module of cloudcore. Each controller talks to the API
 //! only through the `kube` crate, with watches and the same REST layer as any client, so a
 //! restart relists and converges. Today: the scheduler ([`scheduler`]) the Deployment
-//! ([`deployment`]), DaemonSet ([`daemonset`]), Job ([`job`]) and ReplicaSet ([`replicaset`]) controllers, the EndpointSlice/Endpoints
+//! ([`deployment`]), DaemonSet ([`daemonset`]), Job ([`job`]), CronJob ([`cronjob`]) and ReplicaSet ([`replicaset`]) controllers, the EndpointSlice/Endpoints
 //! controller ([`endpoints`]) the garbage collector ([`gc`]) and node lifecycle
 //! without eviction ([`nodelifecycle`]).
 #![forbid(unsafe_code)]
 
 mod config;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
@@ -93,6 +94,11 @@ impl Module for Controllers {
         tasks.spawn(job::run(
             self.client.clone(),
             recorder(job::NAME),
+            stop.clone(),
+        ));
+        tasks.spawn(cronjob::run(
+            self.client.clone(),
+            recorder(cronjob::NAME),
             stop.clone(),
         ));
         tasks.spawn(daemonset::run(

@@ -7,7 +7,7 @@
 //! replicas, fullyLabeledReplicas, readyReplicas, availableReplicas (ready for
 //! `minReadySeconds`), observedGeneration.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,7 @@ type Expectations = Arc<Mutex<HashMap<String, Expected>>>;
 
 /// Runs the controller until shutdown.
 pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let (tx, rx) = mpsc::unbounded_channel::<String>();
     let expectations: Expectations = Arc::default();
     let queue = tx.clone();
     let (sets, sets_task) = informer::run(
@@ -81,7 +81,7 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         pods,
         expectations,
         events,
-        requeue: tx,
+        requeue: tx.clone(),
     };
     // Nothing is decided before both caches hold a full list.
     while !(ctx.sets.synced() && ctx.pods.synced()) {
@@ -90,36 +90,12 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}
         }
     }
-    let mut pending: VecDeque<String> = VecDeque::new();
-    let mut queued: HashSet<String> = HashSet::new();
-    loop {
-        if pending.is_empty() {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                k = rx.recv() => match k { Some(k) => k, None => return },
-            };
-            if queued.insert(next.clone()) {
-                pending.push_back(next);
-            }
-        }
-        while let Ok(k) = rx.try_recv() {
-            if queued.insert(k.clone()) {
-                pending.push_back(k);
-            }
-        }
-        let Some(k) = pending.pop_front() else {
-            continue;
-        };
-        queued.remove(&k);
-        if let Err(e) = ctx.sync(&k).await {
-            tracing::info!(replicaset = %k, error = %e, "sync failed; retrying");
-            let requeue = ctx.requeue.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let _ = requeue.send(k);
-            });
-        }
-    }
+    let ctx = Arc::new(ctx);
+    informer::work(rx, tx, "replicaset", shutdown, move |k| {
+        let ctx = ctx.clone();
+        async move { ctx.sync(&k).await }
+    })
+    .await;
 }
 
 struct Context {

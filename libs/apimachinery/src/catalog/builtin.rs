@@ -1,10 +1,19 @@
 //! The built-in resources, with kube-apiserver's discovery data, selectable fields and the
-//! columns of its server-side printers (`pkg/printers/internalversion/printers.go`).
+//! columns of its server-side printers (`pkg/printers/internalversion/printers.go`): the first
+//! core kinds here, the others by area in the submodules.
 
 use super::{ALL_VERBS, CREATION_TIMESTAMP_DESCRIPTION, Column, ResourceInfo};
 
+mod admin;
+mod cluster;
+mod workloads;
+
+/// Descriptions the template-based printers share.
+const CONTAINERS_DESCRIPTION: &str = "Names of each container in the template.";
+const IMAGES_DESCRIPTION: &str = "Images referenced by each container in the template.";
+
 pub(super) fn all() -> Vec<ResourceInfo> {
-    vec![
+    let mut all = vec![
         namespaces(),
         nodes(),
         pods(),
@@ -21,7 +30,25 @@ pub(super) fn all() -> Vec<ResourceInfo> {
         csidrivers(),
         csinodes(),
         runtimeclasses(),
-    ]
+        bindings(),
+    ];
+    all.extend(workloads::all());
+    all.extend(cluster::all());
+    all.extend(admin::all());
+    all
+}
+
+/// The wide `Containers` and `Images` columns of kinds with a pod template, and the wide
+/// `Selector` column described by `selector`.
+fn template_columns(selector: Option<&str>) -> Vec<Column> {
+    let mut columns = vec![
+        Column::new("Containers", CONTAINERS_DESCRIPTION).wide(),
+        Column::new("Images", IMAGES_DESCRIPTION).wide(),
+    ];
+    if let Some(description) = selector {
+        columns.push(Column::new("Selector", description).wide());
+    }
+    columns
 }
 
 fn namespaces() -> ResourceInfo {
@@ -45,7 +72,8 @@ fn namespaces() -> ResourceInfo {
 fn nodes() -> ResourceInfo {
     ResourceInfo::new("", "v1", "Node", "nodes", false)
         .short_names(&["no"])
-        .subresources(&["status"])
+        // `proxy` answers that the node cannot be reached yet (no tunnel to the kubelet).
+        .subresources(&["status", "proxy"])
         .selectable(&["spec.unschedulable"])
         .columns(vec![
             Column::name(),
@@ -65,7 +93,19 @@ fn pods() -> ResourceInfo {
     ResourceInfo::new("", "v1", "Pod", "pods", true)
         .short_names(&["po"])
         .categories(&["all"])
-        .subresources(&["status", "binding"])
+        // `log`, `exec`, `attach`, `portforward` and `proxy` answer that the node cannot be
+        // reached yet (no tunnel to the kubelet).
+        .subresources(&[
+            "status",
+            "binding",
+            "eviction",
+            "ephemeralcontainers",
+            "log",
+            "exec",
+            "attach",
+            "portforward",
+            "proxy",
+        ])
         .selectable(&[
             "spec.nodeName",
             "spec.restartPolicy",
@@ -87,6 +127,12 @@ fn pods() -> ResourceInfo {
             Column::new("Nominated Node", "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods.").wide(),
             Column::new("Readiness Gates", "If specified, all readiness gates will be evaluated for pod readiness. More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates").wide(),
         ])
+}
+
+/// `POST bindings` binds the pod the body names (as `pods/{name}/binding` does); nothing is
+/// stored under it.
+fn bindings() -> ResourceInfo {
+    ResourceInfo::new("", "v1", "Binding", "bindings", true).verbs(&["create"])
 }
 
 fn configmaps() -> ResourceInfo {
@@ -300,3 +346,6 @@ fn runtimeclasses() -> ResourceInfo {
         Column::age(),
     ])
 }
+
+#[cfg(test)]
+mod tests;

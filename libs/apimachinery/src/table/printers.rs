@@ -7,7 +7,13 @@ use serde_json::{Value, json};
 use crate::catalog::ResourceInfo;
 use crate::time::{self, age_since};
 
+mod cluster;
 mod pod;
+mod workloads;
+
+/// A printer's cells, by column name.
+type Cells = Vec<(&'static str, Value)>;
+mod rbac;
 
 /// The cells a printer computed, by column name, and the row's conditions.
 #[derive(Default)]
@@ -61,10 +67,51 @@ pub(super) fn print(info: &ResourceInfo, obj: &Value, now: i64) -> Printed {
         ("storage.k8s.io", "csidrivers") => csi_driver(obj),
         ("storage.k8s.io", "csinodes") => vec![("Drivers", Value::from(len(obj, "/spec/drivers")))],
         ("node.k8s.io", "runtimeclasses") => vec![("Handler", Value::from(text(obj, "/handler")))],
-        _ => Vec::new(),
+        ("rbac.authorization.k8s.io", _) => rbac::print(obj),
+        _ => more_cells(info, obj, now),
     };
     cells.extend([name, age]);
     Printed::new(cells)
+}
+
+/// The kinds of the [`workloads`] and [`cluster`] printers.
+fn more_cells(info: &ResourceInfo, obj: &Value, now: i64) -> Cells {
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "podtemplates") => workloads::pod_template(obj),
+        ("", "replicationcontrollers") => workloads::replicas(obj, true),
+        ("apps", "replicasets") => workloads::replicas(obj, false),
+        ("apps", "deployments") => workloads::deployment(obj),
+        ("apps", "statefulsets") => workloads::stateful_set(obj),
+        ("apps", "daemonsets") => workloads::daemon_set(obj),
+        ("apps", "controllerrevisions") => workloads::controller_revision(obj),
+        ("batch", "jobs") => workloads::job(obj, now),
+        ("batch", "cronjobs") => workloads::cron_job(obj, now),
+        ("autoscaling", "horizontalpodautoscalers") => workloads::horizontal_pod_autoscaler(obj),
+        ("policy", "poddisruptionbudgets") => workloads::pod_disruption_budget(obj),
+        ("", "persistentvolumes") => cluster::persistent_volume(obj),
+        ("", "persistentvolumeclaims") => cluster::persistent_volume_claim(obj),
+        ("", "resourcequotas") => cluster::resource_quota(obj),
+        ("networking.k8s.io", "ingresses") => cluster::ingress(obj),
+        ("networking.k8s.io", "ingressclasses") => cluster::ingress_class(obj),
+        ("networking.k8s.io", "networkpolicies") => cluster::network_policy(obj),
+        ("storage.k8s.io", "storageclasses") => cluster::storage_class(obj),
+        ("storage.k8s.io", "volumeattachments") => cluster::volume_attachment(obj),
+        ("storage.k8s.io", "csistoragecapacities") => cluster::csi_storage_capacity(obj),
+        ("scheduling.k8s.io", "priorityclasses") => cluster::priority_class(obj),
+        ("certificates.k8s.io", "certificatesigningrequests") => {
+            cluster::certificate_signing_request(obj)
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            cluster::validating_admission_policy(obj)
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            cluster::validating_admission_policy_binding(obj)
+        }
+        ("admissionregistration.k8s.io", _) => cluster::webhook_configuration(obj),
+        ("apiregistration.k8s.io", "apiservices") => cluster::api_service(obj),
+        // Limit ranges have only the generic `Name` and `Created At`.
+        _ => Vec::new(),
+    }
 }
 
 /// The string at a JSON pointer, or `""`.
@@ -462,3 +509,6 @@ fn csi_driver(obj: &Value) -> Vec<(&'static str, Value)> {
         ("Modes", or_placeholder(&modes.join(","), "<none>")),
     ]
 }
+
+#[cfg(test)]
+mod tests;

@@ -38,7 +38,7 @@ impl World {
             .expect("the store opens");
         let store = writer.reader();
         let registry = kapi::Registry::new(apimachinery::catalog::builtins());
-        let backend = kapi::local::LocalBackend::new(writer, registry.clone());
+        let backend = kapi::local::LocalBackend::new(writer, registry.clone(), Default::default());
         rt.block_on(backend.ensure_namespaces(&["default", "kube-system"]))
             .expect("namespaces");
         let api = kapi::Api {

@@ -3,12 +3,14 @@
 //! namespace is missing or terminating, and when its strategy's parent (a custom resource's
 //! CRD) refuses it. What the kind adds comes from its [`Strategy`](super::vocab::Strategy).
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use apimachinery::ApiError;
 use apimachinery::time::now_rfc3339;
-use objstore::{Mutation, ObjKey, StoredObject};
+use objstore::{Applied, Mutation, NewObject, ObjKey, StoredObject};
 use serde_json::{Value, json};
 
-use super::vocab::{Core, Parents, Target, name_mismatch, namespace_key, parse};
+use super::vocab::{Core, Parents, Target, name_mismatch, namespace_key, parse, store_error};
 use super::{meta, strategy, validate};
 
 /// Generated names are tried this many times before the create fails (kube-apiserver retries
@@ -23,7 +25,8 @@ const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// Creates `body` as `target`'s kind; returns the stored object.
 pub(super) async fn create(core: &Core, target: Target, body: Value) -> Result<Value, ApiError> {
     let kind = strategy::of(&target.info);
-    let obj = prepare(&target, body)?;
+    let mut obj = prepare(&target, body)?;
+    kind.admit(core, &target, &mut obj).await?;
     let generate = meta::name(&obj).is_empty();
     let mut last = None;
     for _ in 0..GENERATE_ATTEMPTS {
@@ -34,14 +37,18 @@ pub(super) async fn create(core: &Core, target: Target, body: Value) -> Result<V
         }
         let name = meta::name(&obj).to_owned();
         validate::check_name(&target.info, kind.name_rule(), &name)?;
-        let t = target.clone();
-        let written = core
-            .mutate(
-                parents(&t),
-                t.key_named(&name),
-                move |current, revision, parents| step(&t, obj, current, revision, parents),
-            )
-            .await;
+        let written = match kind.ledger() {
+            Some(ledger) => allocating(core, &target, obj, ledger).await,
+            None => {
+                let t = target.clone();
+                core.mutate(
+                    parents(&t),
+                    t.key_named(&name),
+                    move |current, revision, parents| step(&t, obj, current, revision, parents),
+                )
+                .await
+            }
+        };
         match written {
             Err(e) if generate && e.reason == "AlreadyExists" => last = Some(e),
             Err(e) => return Err(e),
@@ -132,11 +139,24 @@ pub(super) fn step(
     revision: u64,
     parents: &Parents,
 ) -> Result<(Mutation, Value), ApiError> {
+    check_place(target, &obj, current, parents)?;
+    let mutation = target.write(&mut obj, revision)?;
+    Ok((mutation, obj))
+}
+
+/// Refuses a create whose namespace is missing or terminating, whose parent refuses it, or
+/// whose object exists.
+fn check_place(
+    target: &Target,
+    obj: &Value,
+    current: Option<&StoredObject>,
+    parents: &Parents,
+) -> Result<(), ApiError> {
     let kind = strategy::of(&target.info);
     let mut parents = parents.iter();
     if target.info.namespaced {
         let ns = parents.next().and_then(Option::as_ref);
-        check_namespace_open(target, meta::name(&obj), ns)?;
+        check_namespace_open(target, meta::name(obj), ns)?;
     }
     if kind.create_parent(target).is_some() {
         kind.check_parent(parents.next().and_then(Option::as_ref))?;
@@ -146,11 +166,10 @@ pub(super) fn step(
         return Err(ApiError::already_exists(
             &info.group,
             &info.plural,
-            meta::name(&obj),
+            meta::name(obj),
         ));
     }
-    let mutation = target.write(&mut obj, revision)?;
-    Ok((mutation, obj))
+    Ok(())
 }
 
 /// Refuses a create into a namespace that is missing (404) or terminating (403), as the
@@ -175,6 +194,145 @@ fn check_namespace_open(
         return Err(ApiError::forbidden(&info.group, &info.plural, name, &why));
     }
     Ok(())
+}
+
+/// What an allocating create reads before its own step, in its transaction.
+#[derive(Default)]
+struct Reads {
+    parents: Vec<Option<StoredObject>>,
+    owners: Vec<(ObjKey, Option<StoredObject>)>,
+    ledger: Option<StoredObject>,
+    /// The ledger the own step decided to store.
+    allocated: Option<Value>,
+}
+
+/// One item of an allocating create's batch.
+type Item = (
+    ObjKey,
+    Box<dyn FnOnce(Option<&StoredObject>, u64) -> Result<(Mutation, Value), ApiError> + Send>,
+);
+
+/// A create that allocates from its kind's ledger (a Service's cluster IP and node ports), in
+/// one transaction: the parents, the objects of the kind whose allocations the ledger names,
+/// and the ledger are read; the object's step allocates and stores it; the ledger is stored
+/// after it, only when the object was.
+async fn allocating(
+    core: &Core,
+    target: &Target,
+    obj: Value,
+    ledger: ObjKey,
+) -> Result<Applied<Value>, ApiError> {
+    let owners = owner_keys(core, target, &ledger).await?;
+    let reads: Arc<Mutex<Reads>> = Arc::default();
+    let mut items: Vec<Item> = Vec::new();
+    for key in parents(target) {
+        let reads = reads.clone();
+        items.push((
+            key,
+            Box::new(move |current, _| {
+                lock(&reads).parents.push(current.cloned());
+                Ok((Mutation::Keep, Value::Null))
+            }),
+        ));
+    }
+    for key in owners {
+        let (reads, k) = (reads.clone(), key.clone());
+        items.push((
+            key,
+            Box::new(move |current, _| {
+                lock(&reads).owners.push((k, current.cloned()));
+                Ok((Mutation::Keep, Value::Null))
+            }),
+        ));
+    }
+    let r = reads.clone();
+    items.push((
+        ledger.clone(),
+        Box::new(move |current, _| {
+            lock(&r).ledger = current.cloned();
+            Ok((Mutation::Keep, Value::Null))
+        }),
+    ));
+    let (r, t, c) = (reads.clone(), target.clone(), core.clone());
+    let name = meta::name(&obj).to_owned();
+    items.push((
+        target.key_named(&name),
+        Box::new(move |current, revision| {
+            let mut obj = obj;
+            let mut seen = std::mem::take(&mut *lock(&r));
+            let held = seen.ledger.as_ref().map(parse).transpose()?;
+            let kind = strategy::of(&t.info);
+            // A create that cannot happen allocates nothing (and answers why it cannot).
+            check_place(&t, &obj, current, &seen.parents)?;
+            let allocated = kind.allocate(&c, &t, &mut obj, held, &seen.owners)?;
+            let written = step(&t, obj, current, revision, &seen.parents)?;
+            seen.allocated = allocated.filter(|_| !t.dry_run);
+            *lock(&r) = seen;
+            Ok(written)
+        }),
+    ));
+    items.push((
+        ledger,
+        Box::new(move |_, revision| {
+            let Some(value) = lock(&reads).allocated.take() else {
+                return Ok((Mutation::Keep, Value::Null));
+            };
+            let bytes = serde_json::to_vec(&value)
+                .map_err(|e| ApiError::internal(format!("encoding the allocations: {e}")))?;
+            let put = NewObject {
+                resource_version: revision.to_string(),
+                value: bytes.into(),
+                ..NewObject::default()
+            };
+            Ok((Mutation::Put(put), Value::Null))
+        }),
+    ));
+    let mut results = core.store.mutate_many(items).await.map_err(store_error)?;
+    results.pop();
+    results
+        .pop()
+        .ok_or_else(|| ApiError::internal("the object store answered no result"))?
+}
+
+/// The objects of `target`'s kind an allocation may release: those stored, and those the
+/// ledger names (deleted ones among them).
+async fn owner_keys(
+    core: &Core,
+    target: &Target,
+    ledger: &ObjKey,
+) -> Result<Vec<ObjKey>, ApiError> {
+    let resource = target.info.store_resource();
+    let mut keys: Vec<ObjKey> = core
+        .list(&resource, None)
+        .await?
+        .iter()
+        .map(|o| o.key.clone())
+        .collect();
+    if let Some(held) = core.get(ledger).await? {
+        keys.extend(ledger_owners(&held).filter_map(|owner| {
+            let mut parts = owner.splitn(3, '/');
+            let (ns, name) = (parts.next()?, parts.next()?);
+            Some(ObjKey::new(resource.clone(), ns, name))
+        }));
+    }
+    keys.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    keys.dedup();
+    Ok(keys)
+}
+
+/// The owners (`namespace/name/uid`) a ledger's entries name, in any of its maps.
+fn ledger_owners(ledger: &Value) -> impl Iterator<Item = &str> {
+    ledger
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter_map(Value::as_object)
+        .flat_map(|m| m.values())
+        .filter_map(Value::as_str)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// `generateName` plus five random characters.

@@ -1,13 +1,17 @@
 //! The namespace strategy: a namespace starts `Active` with the `kubernetes` cleanup
 //! finalizer in `spec.finalizers` and its name as a label; a delete only marks it
 //! `Terminating`, and the drain (`namespace_drain`, above the verbs) empties and finalizes it.
-//! The namespaces the system needs may not be deleted.
+//! The namespaces the system needs may not be deleted. Every namespace gets its `default`
+//! ServiceAccount once written (the serviceaccounts controller's part), unless it is
+//! terminating.
 
 use apimachinery::ApiError;
+use apimachinery::time::now_rfc3339;
+use objstore::Mutation;
 use serde_json::{Value, json};
 
 use super::meta;
-use super::vocab::{Cleanup, NameRule, Strategy, Subresource, Target};
+use super::vocab::{Cleanup, Core, NameRule, Strategy, Subresource, Target, namespace_key, parse};
 
 /// The `spec.finalizers` entry the namespace drain owns.
 pub(super) const FINALIZER: &str = "kubernetes";
@@ -21,6 +25,7 @@ pub(super) struct Namespaces;
 
 // === impl Namespaces ===
 
+#[async_trait::async_trait]
 impl Strategy for Namespaces {
     fn name_rule(&self) -> NameRule {
         NameRule::Label
@@ -88,6 +93,53 @@ impl Strategy for Namespaces {
     fn cleanup(&self) -> Option<Cleanup> {
         Some(Cleanup::DrainNamespace)
     }
+
+    async fn after_write(&self, core: &Core, name: &str) {
+        if let Err(e) = ensure_default_account(core, name).await {
+            tracing::warn!(namespace = %name, error = %e, "creating the default service account");
+        }
+    }
+}
+
+/// Creates ServiceAccount `default` in namespace `ns` when it is missing and `ns` exists and
+/// is not terminating; in one transaction, so no account lands in a namespace being emptied.
+async fn ensure_default_account(core: &Core, ns: &str) -> Result<(), ApiError> {
+    let Some(info) = core.registry.get("", "v1", "serviceaccounts") else {
+        return Ok(());
+    };
+    let target = core.target_for(info, ns, "default");
+    let t = target.clone();
+    core.mutate(
+        vec![namespace_key(ns)],
+        target.key(),
+        move |current, revision, parents| {
+            let open = match parents.first().and_then(Option::as_ref) {
+                Some(stored) => {
+                    let ns = parse(stored)?;
+                    !meta::deleting(&ns)
+                        && ns.pointer("/status/phase").and_then(Value::as_str)
+                            != Some("Terminating")
+                }
+                None => false,
+            };
+            if current.is_some() || !open {
+                return Ok((Mutation::Keep, ()));
+            }
+            let mut account = json!({
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {
+                    "name": "default",
+                    "namespace": t.namespace,
+                    "uid": uuid::Uuid::new_v4().to_string(),
+                    "creationTimestamp": now_rfc3339(),
+                },
+            });
+            Ok((t.write(&mut account, revision)?, ()))
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 // === helpers ===

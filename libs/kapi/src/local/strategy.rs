@@ -1,20 +1,17 @@
 //! Which [`Strategy`] a resource's writes follow: the kinds with their own files (pods,
-//! namespaces, CRDs and custom resources), the small ones here (services, configmaps,
-//! secrets), and [`Generic`] for everything else. A new kind is a strategy and a line in
-//! [`of`], not a branch in the verbs.
+//! services, workloads, namespaces, CRDs and custom resources), the small ones here
+//! (configmaps, secrets, RBAC), and [`Generic`] for everything else. A new kind is a
+//! strategy and a line in [`of`], not a branch in the verbs.
 
 use apimachinery::configdata::{self, DataError};
 use apimachinery::{ApiError, ResourceInfo};
 use serde_json::Value;
 
 use super::vocab::{NameRule, Strategy, Target};
-use super::{crd, meta, namespace, pods, validate};
+use super::{crd, meta, namespace, pods, services, validate, workloads};
 
 /// Kinds that follow only the generic rules.
 struct Generic;
-
-/// Services: names that can be DNS labels and environment variable prefixes.
-struct Services;
 
 /// ConfigMaps: keys and values checked ([`apimachinery::configdata`]).
 struct ConfigMaps;
@@ -30,23 +27,45 @@ pub(super) fn of(info: &ResourceInfo) -> &'static dyn Strategy {
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "pods") => &pods::Pods,
         ("", "namespaces") => &namespace::Namespaces,
-        ("", "services") => &Services,
+        ("", "services") => &services::Services,
+        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
+        | ("batch", "jobs" | "cronjobs")
+        | ("", "replicationcontrollers" | "podtemplates") => &workloads::Workloads,
         ("", "configmaps") => &ConfigMaps,
         ("", "secrets") => &Secrets,
         (crd::GROUP, "customresourcedefinitions") => &crd::Crds,
+        ("rbac.authorization.k8s.io", _) => &Rbac,
         _ => &Generic,
     }
 }
+
+/// Roles, ClusterRoles and their bindings: names are path segments (`system:basic-user`).
+struct Rbac;
 
 // === impl Generic ===
 
 impl Strategy for Generic {}
 
-// === impl Services ===
+// === impl Rbac ===
 
-impl Strategy for Services {
+impl Strategy for Rbac {
     fn name_rule(&self) -> NameRule {
-        NameRule::Dns1035
+        NameRule::PathSegment
+    }
+
+    fn prepare_update(
+        &self,
+        target: &Target,
+        next: &mut Value,
+        current: &Value,
+    ) -> Result<(), ApiError> {
+        let errs = apimachinery::rbac::validate_update(&target.info.kind, next, current);
+        validate::field_errors(&target.info, meta::name(next), errs)
+    }
+
+    fn canonicalize(&self, target: &Target, obj: &mut Value) -> Result<(), ApiError> {
+        let errs = apimachinery::rbac::validate(&target.info.kind, obj);
+        validate::field_errors(&target.info, meta::name(obj), errs)
     }
 }
 

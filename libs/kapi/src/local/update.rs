@@ -1,4 +1,5 @@
-//! PUT and PATCH of the main resource and of the `status` and `finalize` subresources.
+//! PUT and PATCH of the main resource and of the `status`, `finalize`, `approval` and
+//! `ephemeralcontainers` subresources.
 //!
 //! Both end in [`commit`]: a body (PUT) or a patched copy of the current object (PATCH) is
 //! checked against the current object (resourceVersion and uid preconditions), merged
@@ -16,7 +17,7 @@ use objstore::Mutation;
 use serde_json::{Value, json};
 
 use super::vocab::{Core, Parents, Subresource, Target, name_mismatch, parse, unsupported};
-use super::{create, meta, strategy, validate};
+use super::{create, meta, strategy, subresources, validate};
 
 /// Metadata the server owns: kept from the current object whatever the body says.
 const SERVER_OWNED: [&str; 7] = [
@@ -38,6 +39,10 @@ pub(super) enum Part {
     Status,
     /// `namespaces/{name}/finalize`: `spec.finalizers`.
     Finalize,
+    /// `certificatesigningrequests/{name}/approval`: `status.conditions` (Approved, Denied).
+    Approval,
+    /// `pods/{name}/ephemeralcontainers`: `spec.ephemeralContainers`, only added to.
+    EphemeralContainers,
 }
 
 impl Part {
@@ -46,8 +51,12 @@ impl Part {
         let Some(sub) = sub else {
             return Ok(Part::Main);
         };
-        if sub == "status" && info.has_subresource("status") {
-            return Ok(Part::Status);
+        match sub {
+            _ if !info.has_subresource(sub) => {}
+            "status" => return Ok(Part::Status),
+            "approval" => return Ok(Part::Approval),
+            "ephemeralcontainers" => return Ok(Part::EphemeralContainers),
+            _ => {}
         }
         match strategy::of(info).subresource(sub) {
             Some(Subresource::Finalize) => Ok(Part::Finalize),
@@ -225,7 +234,14 @@ fn merge(target: &Target, part: Part, current: &Value, body: Value) -> Result<Va
             Ok(next)
         }
         // One rule with lwproxy's offline status writes.
-        Part::Status => Ok(statuswrite::apply(current, &body, target.info.custom)),
+        Part::Status => {
+            let mut next = statuswrite::apply(current, &body, target.info.custom);
+            // Where approval is a subresource of its own, `status` cannot approve or deny.
+            if target.info.has_subresource("approval") {
+                subresources::keep_approval(current, &mut next);
+            }
+            Ok(next)
+        }
         Part::Finalize => {
             let mut next = current.clone();
             let finalizers = body
@@ -237,6 +253,8 @@ fn merge(target: &Target, part: Part, current: &Value, body: Value) -> Result<Va
             spec.insert("finalizers".into(), finalizers);
             Ok(next)
         }
+        Part::Approval => subresources::approve(target, current, &body),
+        Part::EphemeralContainers => subresources::ephemeral_containers(target, current, &body),
     }
 }
 

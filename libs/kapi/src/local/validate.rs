@@ -2,6 +2,7 @@
 //! rule its kind's strategy names (DNS-1123 subdomain, DNS-1123 label, DNS-1035 label), and
 //! the shape of labels, annotations and finalizers. Generic: no kind is named here.
 
+use apimachinery::validation::FieldError;
 use apimachinery::{ApiError, ResourceInfo};
 use serde_json::Value;
 
@@ -182,13 +183,40 @@ pub(super) fn check_metadata(info: &ResourceInfo, obj: &Value) -> Result<(), Api
     Ok(())
 }
 
+/// One 422 naming every field error of `errs` (kube's `field.ErrorList`), when there are any.
+pub(super) fn field_errors(
+    info: &ResourceInfo,
+    name: &str,
+    errs: Vec<FieldError>,
+) -> Result<(), ApiError> {
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let causes: Vec<(&str, &str)> = errs
+        .iter()
+        .map(|e| (e.field.as_str(), e.why.as_str()))
+        .collect();
+    Err(ApiError::invalid(&info.group, &info.kind, name, &causes))
+}
+
 /// `Kind "name" is invalid: field: why` (422).
 pub(super) fn invalid(info: &ResourceInfo, name: &str, field: &str, why: String) -> ApiError {
     ApiError::invalid(&info.group, &info.kind, name, &[(field, &why)])
 }
 
+/// Kubernetes' `IsValidPathSegmentName`.
+fn path_segment_problem(name: &str) -> Option<String> {
+    match name {
+        "." | ".." => Some(format!("may not be '{name}'")),
+        _ if name.contains('/') => Some("may not contain '/'".into()),
+        _ if name.contains('%') => Some("may not contain '%'".into()),
+        _ => None,
+    }
+}
+
 fn name_problem(rule: NameRule, name: &str) -> Option<String> {
     let (max, ok, msg) = match rule {
+        NameRule::PathSegment => return path_segment_problem(name),
         NameRule::Subdomain => (SUBDOMAIN_MAX, is_subdomain(name), SUBDOMAIN_MSG),
         NameRule::Label => (LABEL_MAX, is_label(name), LABEL_MSG),
         NameRule::Dns1035 => (

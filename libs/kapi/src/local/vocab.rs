@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use apimachinery::alloc::ServiceRanges;
 use apimachinery::fields::{labels_of, selectable_fields};
 use apimachinery::object::{meta_str, metadata_mut};
 use apimachinery::{ApiError, ResourceInfo};
@@ -23,6 +24,8 @@ use crate::{DeleteOptions, Registry, WriteRequest};
 pub(super) struct Core {
     pub(super) store: Arc<Writer>,
     pub(super) registry: Registry,
+    /// Where Services' cluster IPs and node ports come from.
+    pub(super) ranges: ServiceRanges,
     /// Cancelled when the backend is dropped: ends the cleanup tasks.
     shutdown: CancellationToken,
     /// Namespaces and CRDs with a cleanup task running, so a repeated delete starts no second.
@@ -85,6 +88,37 @@ pub(super) trait Strategy: Send + Sync {
         Ok(())
     }
 
+    /// Mutating admission of a create, with reads of the store (a pod's service account and
+    /// priority class); runs after [`Strategy::prepare_create`], before the transaction.
+    async fn admit(
+        &self,
+        _core: &Core,
+        _target: &Target,
+        _obj: &mut Value,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// The ledger a create of the kind allocates from in its transaction (a Service's
+    /// cluster IPs and node ports), read and rewritten with the object.
+    fn ledger(&self) -> Option<ObjKey> {
+        None
+    }
+
+    /// Allocates what a new `obj` needs from `ledger` (`None` before the first allocation),
+    /// knowing `owners`, the objects of the kind as read in the same transaction; answers
+    /// the ledger to store, if it changed.
+    fn allocate(
+        &self,
+        _core: &Core,
+        _target: &Target,
+        _obj: &mut Value,
+        _ledger: Option<Value>,
+        _owners: &[(ObjKey, Option<StoredObject>)],
+    ) -> Result<Option<Value>, ApiError> {
+        Ok(None)
+    }
+
     /// An object a create reads in its transaction besides the namespace (a custom
     /// resource's CRD); [`Strategy::check_parent`] judges it.
     fn create_parent(&self, _target: &Target) -> Option<ObjKey> {
@@ -140,6 +174,8 @@ pub(super) enum NameRule {
     /// A DNS-1035 label (services: a name becomes a DNS label and an environment variable
     /// prefix).
     Dns1035,
+    /// Anything usable as a URL path segment (RBAC kinds: `system:basic-user`).
+    PathSegment,
 }
 
 /// Subresources that only some kinds have.
@@ -172,10 +208,11 @@ type Step<T> =
 // === impl Core ===
 
 impl Core {
-    pub(super) fn new(store: Arc<Writer>, registry: Registry) -> Core {
+    pub(super) fn new(store: Arc<Writer>, registry: Registry, ranges: ServiceRanges) -> Core {
         Core {
             store,
             registry,
+            ranges,
             shutdown: CancellationToken::new(),
             cleanups: Arc::default(),
         }

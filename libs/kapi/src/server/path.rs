@@ -5,6 +5,7 @@ use percent_encoding::percent_decode_str;
 
 use super::Target;
 use super::error::not_found_path;
+use super::health::Endpoint;
 use crate::Registry;
 
 /// What a request path names.
@@ -20,12 +21,19 @@ pub(crate) enum Route {
     Group(String),
     /// `/api/v1`, `/apis/<group>/<version>`
     ResourceList { group: String, version: String },
+    /// `/openapi/v2`
+    OpenApiV2,
     /// `/openapi/v3`
     OpenApiRoot,
     /// `/openapi/v3/api/v1`, `/openapi/v3/apis/<group>/<version>`: the part after `v3/`.
     OpenApiGroupVersion(String),
     /// Anything below a group version.
     Resource(ResourcePath),
+    /// `/healthz`, `/livez`, `/readyz`, and one check below them (`/readyz/etcd`).
+    Health {
+        endpoint: Endpoint,
+        check: Option<String>,
+    },
 }
 
 /// The segments below `/api/v1` or `/apis/<group>/<version>`, not yet checked against the
@@ -65,6 +73,11 @@ pub(crate) fn parse(raw: &str) -> Result<Route, ApiError> {
             group: group.to_string(),
             version: version.to_string(),
         },
+        [first, check @ ..] if Endpoint::from_segment(first).is_some() => Route::Health {
+            endpoint: Endpoint::from_segment(first).unwrap_or(Endpoint::Healthz),
+            check: (!check.is_empty()).then(|| check.join("/")),
+        },
+        ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiRoot,
         ["openapi", "v3", "api", _] | ["openapi", "v3", "apis", _, _] => {
             Route::OpenApiGroupVersion(segs[2..].join("/"))
@@ -130,7 +143,15 @@ struct Shape {
 /// `<a>` (`namespaces/<a>/finalize`).
 fn shape(segments: &[String], is_namespaced: impl Fn(&str) -> bool) -> Option<Shape> {
     let owned = |s: &String| Some(s.clone());
-    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let mut segs: Vec<&str> = segments.iter().map(String::as_str).collect();
+    // `.../{name}/proxy/{path...}`: the proxied path is the proxy subresource's business.
+    if let Some(at) = segs.iter().position(|s| *s == "proxy")
+        && at >= 2
+        && at + 1 < segs.len()
+    {
+        segs.truncate(at + 1);
+    }
+    let segments = &segments[..segs.len()];
     let shape = match segs.as_slice() {
         ["namespaces", _, res, ..] if segs.len() <= 5 && (segs.len() > 3 || is_namespaced(res)) => {
             Shape {
@@ -207,6 +228,7 @@ mod tests {
             parse("/openapi/v3/apis/apps/v1").unwrap(),
             Route::OpenApiGroupVersion("apis/apps/v1".into())
         );
+        assert_eq!(parse("/openapi/v2").unwrap(), Route::OpenApiV2);
         assert_eq!(
             parse("/openapi/v3/api/v1").unwrap(),
             Route::OpenApiGroupVersion("api/v1".into())
@@ -215,17 +237,28 @@ mod tests {
 
     #[test]
     fn unknown_and_malformed_paths_are_not_found() {
-        for p in [
-            "/",
-            "",
-            "/foo",
-            "/api/v1//pods",
-            "/openapi/v2",
-            "/healthz/x",
-        ] {
+        for p in ["/", "", "/foo", "/api/v1//pods", "/openapi/v1", "/metricz"] {
             let e = parse(p).unwrap_err();
             assert_eq!(e.code, 404, "{p}");
         }
+    }
+
+    #[test]
+    fn health_paths_name_the_endpoint_and_check() {
+        assert_eq!(
+            parse("/readyz").unwrap(),
+            Route::Health {
+                endpoint: Endpoint::Readyz,
+                check: None
+            }
+        );
+        assert_eq!(
+            parse("/livez/poststarthook/crd-informer-synced").unwrap(),
+            Route::Health {
+                endpoint: Endpoint::Livez,
+                check: Some("poststarthook/crd-informer-synced".into())
+            }
+        );
     }
 
     #[test]
@@ -261,6 +294,17 @@ mod tests {
         );
         assert!(shape(&segs("namespaces/a/pods/p/status/x"), namespaced).is_none());
         assert!(shape(&segs("nodes/n/status/x"), namespaced).is_none());
+        let s = shape(&segs("nodes/n/proxy/metrics/cadvisor"), namespaced).unwrap();
+        assert_eq!(
+            (
+                s.plural.as_str(),
+                s.name.as_deref(),
+                s.subresource.as_deref()
+            ),
+            ("nodes", Some("n"), Some("proxy"))
+        );
+        let s = shape(&segs("namespaces/a/pods/p/proxy/x"), namespaced).unwrap();
+        assert_eq!(s.subresource.as_deref(), Some("proxy"));
         let s = shape(&segs("namespaces"), namespaced).unwrap();
         assert_eq!(s.plural, "namespaces");
     }

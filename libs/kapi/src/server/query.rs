@@ -103,8 +103,8 @@ impl Params {
         Ok(dry)
     }
 
-    /// `fieldValidation` is accepted and ignored (no schemas to check against), but an
-    /// unknown value is refused as apiserver does.
+    /// `fieldValidation` takes kube-apiserver's values (`Strict` is checked in
+    /// `openapi::check_strict`); an unknown value is refused as apiserver does.
     pub(crate) fn check_field_validation(&self) -> Result<(), ApiError> {
         match self.get("fieldValidation") {
             None | Some("") => Ok(()),

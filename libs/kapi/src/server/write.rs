@@ -2,9 +2,9 @@
 //! the URL, patch type, delete options, `dryRun`, `fieldValidation`) and carried out by the
 //! [`Backend`](crate::Backend).
 //!
-//! `fieldValidation` is accepted and ignored: the server has no schemas to check unknown
-//! fields against, and advertises the parameter in OpenAPI only so that `kubectl` skips its
-//! client-side validation.
+//! `fieldValidation=Strict` refuses the unknown fields of a created or replaced object and of
+//! a merge or strategic merge patch, checked against the published OpenAPI schemas
+//! ([`super::openapi::check_strict`]); `Warn` and `Ignore` check nothing.
 
 use apimachinery::ApiError;
 use apimachinery::patch::PatchType;
@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 use super::Target;
 use super::error::body_too_large;
 use super::negotiate::{content_type, require_json_body};
+use super::openapi::{check_strict, check_strict_patch};
 use super::query::{Params, ReadParams};
 use super::read::select_all;
 use super::render::{self, json_response};
@@ -82,6 +83,13 @@ impl Write<'_> {
 
     async fn create(&self, body: Bytes) -> Result<Response, ApiError> {
         let obj = self.object(&body)?;
+        check_strict(
+            self.api,
+            self.params.get("fieldValidation"),
+            self.target,
+            &obj,
+        )
+        .await?;
         let dry_run = self.params.dry_run()?;
         let req = self.request(self.target.name.as_deref().unwrap_or(""), dry_run);
         let created = self.api.backend.create(&req, obj).await?;
@@ -92,6 +100,13 @@ impl Write<'_> {
         let mut obj = self.object(&body)?;
         let name = self.target.name.as_deref().unwrap_or("");
         check_name(&mut obj, name)?;
+        check_strict(
+            self.api,
+            self.params.get("fieldValidation"),
+            self.target,
+            &obj,
+        )
+        .await?;
         let req = self.request(name, self.params.dry_run()?);
         let updated = self.api.backend.update(&req, obj).await?;
         Ok(json_response(StatusCode::OK, &updated))
@@ -104,6 +119,14 @@ impl Write<'_> {
             accepted.push(PatchType::Apply.content_type());
             ApiError::unsupported_media_type_accepting(&accepted)
         })?;
+        check_strict_patch(
+            self.api,
+            self.params.get("fieldValidation"),
+            self.target,
+            kind,
+            &body,
+        )
+        .await?;
         let name = self.target.name.as_deref().unwrap_or("");
         let req = self.request(name, self.params.dry_run()?);
         let patched = self.api.backend.patch(&req, kind, body).await?;
@@ -164,6 +187,17 @@ impl Write<'_> {
     /// The JSON object in the body, with kind and apiVersion checked (and filled in) for the
     /// resource and its same-kind subresources, and the namespace checked against the URL.
     fn object(&self, body: &[u8]) -> Result<Value, ApiError> {
+        // The reviews kubectl sends in protobuf (`kubectl auth can-i`, `kubectl auth whoami`).
+        let kind = &self.target.info.kind;
+        let ct = content_type(self.headers);
+        if let Some(obj) = apimachinery::rbac::proto::decode_review(ct, kind, body) {
+            return Ok(obj);
+        }
+        if self.target.subresource.as_deref() == Some("approval")
+            && let Some(obj) = subresource::approval::decode(ct, body)?
+        {
+            return Ok(obj);
+        }
         require_json_body(self.headers)?;
         let mut obj: Value = serde_json::from_slice(body).map_err(|e| {
             ApiError::bad_request(format!("the request body is not valid JSON: {e}"))

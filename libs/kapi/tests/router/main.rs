@@ -7,6 +7,7 @@ mod support;
 mod discovery;
 mod list;
 mod local;
+mod surface;
 mod validation;
 mod watch;
 mod writes;

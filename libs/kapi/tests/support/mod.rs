@@ -93,7 +93,8 @@ pub fn harness_with(config: StoreConfig) -> Harness {
 /// `default` and `kube-system` namespaces.
 pub async fn local_harness() -> Harness {
     let mut h = harness();
-    let backend = kapi::local::LocalBackend::new(h.store.clone(), h.registry.clone());
+    let backend =
+        kapi::local::LocalBackend::new(h.store.clone(), h.registry.clone(), Default::default());
     backend
         .ensure_namespaces(&["default", "kube-system"])
         .await

@@ -15,10 +15,15 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("vocab", 0, include_str!("../vocab.rs")),
     ("validate", 1, include_str!("../validate.rs")),
     // Strategies: what each kind adds to the verbs.
+    ("admission", 2, include_str!("../admission.rs")),
     ("crd", 2, include_str!("../crd.rs")),
+    ("limits", 2, include_str!("../limits.rs")),
+    ("services", 2, include_str!("../services.rs")),
+    ("workloads", 2, include_str!("../workloads.rs")),
     ("namespace", 2, include_str!("../namespace.rs")),
     ("pods", 2, include_str!("../pods.rs")),
     ("strategy", 3, include_str!("../strategy.rs")),
+    ("subresources", 2, include_str!("../subresources.rs")),
     // Verbs: written once, calling the strategy of the resource.
     ("create", 4, include_str!("../create.rs")),
     ("update", 4, include_str!("../update.rs")),
@@ -31,6 +36,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ),
     ("namespace_drain", 5, include_str!("../namespace_drain.rs")),
     ("crd_cleanup", 5, include_str!("../crd_cleanup.rs")),
+    ("scale", 5, include_str!("../scale.rs")),
 ];
 
 /// What an import names when it is no module of `local`: an item of the root.

@@ -1,6 +1,7 @@
 //! The local backend against a real store in a temporary directory: the shared fixture and
 //! object builders here, the tests by verb in the submodules.
 
+mod admission;
 mod crds;
 mod create;
 mod delete;
@@ -54,7 +55,7 @@ async fn fixture() -> Fixture {
     let writer = Writer::open(dir.path().join("kapi.db"), config).expect("open store");
     let store = writer.reader();
     let registry = Registry::new(builtins());
-    let backend = LocalBackend::new(writer, registry.clone());
+    let backend = LocalBackend::new(writer, registry.clone(), Default::default());
     backend
         .ensure_namespaces(&["default", "kube-system"])
         .await

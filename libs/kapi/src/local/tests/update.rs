@@ -171,16 +171,16 @@ async fn merge_json_and_strategic_patches_go_through_the_backend() {
     assert_eq!(patched["spec"]["containers"][0]["image"], "nginx:2");
     assert_eq!(patched["metadata"]["generation"], 2);
 
-    let smp = json!({"spec": {"containers": [{"name": "sidecar", "image": "busybox"}]}});
+    // Containers merge by name (a pod may only change their images).
+    let smp = json!({"spec": {"containers": [{"name": "app", "image": "nginx:3"}]}});
     let patched = call.patch(PatchType::StrategicMerge, smp).await.unwrap();
-    let names: Vec<&str> = patched["spec"]["containers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names.len(), 2, "{names:?}");
-    assert!(names.contains(&"app") && names.contains(&"sidecar"));
+    let containers = patched["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1, "{containers:?}");
+    assert_eq!(containers[0]["image"], "nginx:3");
+    assert_eq!(
+        containers[0]["terminationMessagePath"],
+        "/dev/termination-log"
+    );
 
     let status = json!({"spec": {"nodeName": "n2"}, "status": {"phase": "Running"}});
     let patched = call
