@@ -29,6 +29,8 @@ const SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 const HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 /// When the manifest was read.
 const SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
+/// Inside edged only: the uid of the mirror pod whose status a static pod carries.
+pub const MIRROR_UID: &str = "edged.kubeedge.io/mirror-uid";
 
 /// The static pods edged runs.
 #[derive(Default)]
@@ -53,6 +55,14 @@ impl Statics {
         let pods = self.pods.lock().unwrap_or_else(|e| e.into_inner());
         let mut pod = Pod::clone(pods.get(&key)?);
         pod.status = mirror.status.clone();
+        // Which mirror the status is of: a mirror created again starts with a status of its
+        // own, which the worker must report to even if it looks like one it reported before.
+        if let Some(uid) = &mirror.metadata.uid {
+            pod.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(MIRROR_UID.into(), uid.clone());
+        }
         Some(Arc::new(pod))
     }
 
@@ -163,6 +173,9 @@ pub fn mirror(pod: &Pod, node: &str, node_uid: &str) -> Pod {
         .to_string();
     let m = &mut mirror.metadata;
     m.uid = None;
+    if let Some(a) = m.annotations.as_mut() {
+        a.remove(MIRROR_UID);
+    }
     m.resource_version = None;
     let annotations = m.annotations.get_or_insert_with(Default::default);
     annotations.insert(MIRROR_ANNOTATION.into(), hash);
@@ -313,7 +326,13 @@ async fn mirrors(shared: &Shared) -> Result<(), crate::EdgedError> {
             Some(m) => {
                 // Of an older manifest, or deleted in the API (marked for a graceful delete
                 // that only the node ends): deleted now, created again at the next check.
-                tracing::info!(pod = %k, "mirror pod replaced");
+                tracing::info!(
+                    pod = %k,
+                    held = annotation(&m, MIRROR_ANNOTATION).unwrap_or_default(),
+                    want = hash,
+                    deleting = m.metadata.deletion_timestamp.is_some(),
+                    "mirror pod replaced"
+                );
                 delete(&api, &m).await?;
                 shared.statics.poke();
             }

@@ -53,6 +53,18 @@ pub struct WorkerHandle {
     pub namespace: String,
 }
 
+/// The last status report.
+struct Reported {
+    /// The status sent.
+    sent: Value,
+    /// The status the store held then.
+    before: Option<Value>,
+    /// The status the API answered (as it stored it).
+    after: Option<Value>,
+    /// For a static pod, the mirror pod reported to.
+    mirror: Option<String>,
+}
+
 /// A pod worker's state.
 struct Worker {
     shared: Arc<Shared>,
@@ -61,10 +73,10 @@ struct Worker {
     waiting: BTreeMap<String, (String, String)>,
     /// Image pull back-off: failures and the time the next pull may start, by image.
     pulls: HashMap<String, (u32, SystemTime)>,
-    /// The last status reported, and the status the store held when it was: while the store
-    /// still holds that one, the report is on its way and is not sent again; once the store
-    /// holds another (someone else wrote it, or a mirror pod was created again), it is.
-    reported: Option<(Value, Option<Value>)>,
+    /// The last status reported, the status the store held when it was, and the status the API
+    /// answered (as it stored it): while the store holds either, the report is not sent again;
+    /// once it holds another (someone else wrote it, or a mirror pod was created again), it is.
+    reported: Option<Reported>,
     /// The final delete was accepted by the API.
     deleted: bool,
     /// The containers' probes.
@@ -770,10 +782,15 @@ impl Worker {
             .status
             .as_ref()
             .and_then(|s| serde_json::to_value(s).ok());
-        let in_flight = self
-            .reported
+        let mirror = pod
+            .metadata
+            .annotations
             .as_ref()
-            .is_some_and(|(sent, then)| *sent == new && *then == held);
+            .and_then(|a| a.get(crate::statics::MIRROR_UID))
+            .cloned();
+        let in_flight = self.reported.as_ref().is_some_and(|r| {
+            r.sent == new && r.mirror == mirror && (r.before == held || r.after == held)
+        });
         if in_flight || same_status(held.as_ref(), &new) {
             return;
         }
@@ -783,7 +800,17 @@ impl Worker {
             .patch_status(&self.id.name, &PatchParams::default(), &patch)
             .await
         {
-            Ok(_) => self.reported = Some((new, held)),
+            // What the API made of it (it may normalize the status) is what the store will
+            // hold: the report is in flight while the store holds that or what it held before.
+            Ok(answer) => {
+                let after = answer.status.and_then(|s| serde_json::to_value(s).ok());
+                self.reported = Some(Reported {
+                    sent: new,
+                    before: held,
+                    after,
+                    mirror,
+                });
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "pod status not sent; retrying at the next sync")
             }
