@@ -503,3 +503,32 @@ pub mod edged_site {
         }
     }
 }
+
+/// The oldest kubectl whose output the kubectl-driven tests compare against (their columns,
+/// `kubectl debug`, server-side validation); older ones are skipped with a printed reason.
+pub const KUBECTL_MIN_MINOR: u32 = 27;
+
+/// Whether a kubectl at least 1.[`KUBECTL_MIN_MINOR`] is on PATH; prints why not.
+pub fn recent_kubectl() -> bool {
+    let out = std::process::Command::new("kubectl")
+        .args(["version", "--client", "-o", "json"])
+        .output();
+    let Some(out) = out.ok().filter(|o| o.status.success()) else {
+        eprintln!("skipping the kubectl part: no kubectl on PATH");
+        return false;
+    };
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let minor: u32 = v["clientVersion"]["minor"]
+        .as_str()
+        .unwrap_or("0")
+        .trim_end_matches('+')
+        .parse()
+        .unwrap_or(0);
+    if minor < KUBECTL_MIN_MINOR {
+        eprintln!(
+            "skipping the kubectl part: kubectl 1.{minor} is older than 1.{KUBECTL_MIN_MINOR}"
+        );
+        return false;
+    }
+    true
+}

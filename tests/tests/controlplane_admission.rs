@@ -23,14 +23,7 @@ async fn control_plane() -> (Pki, Cloud) {
 }
 
 fn kubectl_present() -> bool {
-    let found = Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output();
-    if found.is_err() {
-        eprintln!("skipping the kubectl part: no kubectl on PATH");
-    }
-    found.is_ok()
+    e2e::recent_kubectl()
 }
 
 /// Runs kubectl with `stdin` fed to it.

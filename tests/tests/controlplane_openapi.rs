@@ -42,12 +42,7 @@ struct Kubectl {
 impl Kubectl {
     /// The kubectl on PATH, or `None` (with the reason printed) when there is none.
     fn on_path(cloud: &Cloud) -> Option<Kubectl> {
-        let found = Command::new("kubectl")
-            .args(["version", "--client"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            eprintln!("skipped: no kubectl on PATH");
+        if !e2e::recent_kubectl() {
             return None;
         }
         Some(Kubectl::at(Path::new("kubectl"), cloud))

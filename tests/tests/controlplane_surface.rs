@@ -99,14 +99,7 @@ const GETS: &[(&str, &str, &str)] = &[
 ];
 
 fn has_kubectl() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("skipping: no kubectl on PATH");
-    }
-    found
+    e2e::recent_kubectl()
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
