@@ -47,8 +47,9 @@ pub async fn run(client: kube::Client, shutdown: CancellationToken) {
     );
     // A pod change concerns the Services of its namespace that select it (now or before).
     let (queue, svc) = (tx.clone(), services.clone());
-    let (pods, pods_task) = informer::run(
+    let (pods, pods_task) = informer::run_slim(
         Api::<Pod>::all(client.clone()),
+        informer::slim_pod,
         move |c| {
             let ns = c.now.metadata.namespace.clone().unwrap_or_default();
             for s in svc.all() {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::Resource;
 use kube::api::Api;
@@ -69,6 +70,27 @@ impl<K> Cache<K> {
 /// cache has it), until shutdown. A relist calls it for what changed and what went.
 pub fn run<K, F>(
     api: Api<K>,
+    on_change: F,
+    shutdown: CancellationToken,
+) -> (Arc<Cache<K>>, impl Future<Output = ()>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    F: FnMut(Change<K>) + Send + 'static,
+{
+    run_slim(api, |k| k, on_change, shutdown)
+}
+
+/// Like [`run`], keeping only what `slim` leaves of each object (a controller that reads a
+/// few fields of many objects need not hold them whole).
+pub fn run_slim<K, F>(
+    api: Api<K>,
+    slim: fn(K) -> K,
     mut on_change: F,
     shutdown: CancellationToken,
 ) -> (Arc<Cache<K>>, impl Future<Output = ()>)
@@ -107,7 +129,7 @@ where
                 Event::Init => relisted = Some(HashMap::new()),
                 Event::InitApply(obj) => {
                     if let Some(r) = relisted.as_mut() {
-                        r.insert(key(&obj), Arc::new(obj));
+                        r.insert(key(&obj), Arc::new(slim(obj)));
                     }
                 }
                 Event::InitDone => {
@@ -143,7 +165,7 @@ where
                     }
                 }
                 Event::Apply(obj) => {
-                    let now = Arc::new(obj);
+                    let now = Arc::new(slim(obj));
                     let before = held
                         .objects
                         .write()
@@ -156,6 +178,7 @@ where
                     });
                 }
                 Event::Delete(obj) => {
+                    let obj = slim(obj);
                     let k = key(&obj);
                     let before = held
                         .objects
@@ -217,6 +240,39 @@ pub async fn work<F, Fut>(
             });
         }
     }
+}
+
+/// What the workload controllers read of a pod: its metadata (without managed fields), node,
+/// node affinity and container ports, and its status without the container details.
+pub fn slim_pod(mut p: Pod) -> Pod {
+    p.metadata.managed_fields = None;
+    if let Some(spec) = p.spec.take() {
+        let containers = spec
+            .containers
+            .into_iter()
+            .map(|c| Container {
+                name: c.name,
+                ports: c.ports,
+                ..Container::default()
+            })
+            .collect();
+        p.spec = Some(PodSpec {
+            node_name: spec.node_name,
+            affinity: spec.affinity,
+            containers,
+            ..PodSpec::default()
+        });
+    }
+    if let Some(status) = p.status.as_mut() {
+        for cs in status.container_statuses.iter_mut().flatten() {
+            cs.last_state = None;
+            cs.state = None;
+            cs.image = String::new();
+            cs.image_id = String::new();
+        }
+        status.init_container_statuses = None;
+    }
+    p
 }
 
 /// Whether `labels` match `selector` (`matchLabels` and `matchExpressions`; an empty selector

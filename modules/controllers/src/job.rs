@@ -39,8 +39,9 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         shutdown.clone(),
     );
     let queue = tx.clone();
-    let (pods, pods_task) = informer::run(
+    let (pods, pods_task) = informer::run_slim(
         Api::<Pod>::all(client.clone()),
+        informer::slim_pod,
         move |c| {
             for p in [Some(&c.now), c.before.as_ref()].into_iter().flatten() {
                 if let Some(o) = controller_of(&**p).filter(|o| o.kind == "Job") {

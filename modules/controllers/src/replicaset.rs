@@ -52,8 +52,9 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         shutdown.clone(),
     );
     let (queue, seen) = (tx.clone(), expectations.clone());
-    let (pods, pods_task) = informer::run(
+    let (pods, pods_task) = informer::run_slim(
         Api::<Pod>::all(client.clone()),
+        informer::slim_pod,
         move |c| {
             for pod in [Some(&c.now), c.before.as_ref()].into_iter().flatten() {
                 let Some(owner) = controller_of(&**pod).filter(|o| o.kind == "ReplicaSet") else {
