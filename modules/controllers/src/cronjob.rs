@@ -13,13 +13,13 @@ use std::time::Duration;
 use croner::Cron;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::jiff::{Timestamp, Zoned, tz::TimeZone};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::Recorder;
-use crate::informer::{self, Cache, controller_of, controller_ref, key};
+use crate::informer::{self, Cache, controller_of, controller_ref, ignore_gone, key};
 
 /// Controller name.
 pub const NAME: &str = "cronjob-controller";
@@ -49,11 +49,8 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
     );
     tokio::spawn(crons_task);
     tokio::spawn(jobs_task);
-    while !(crons.synced() && jobs.synced()) {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
+    if !informer::wait_synced(&[&*crons, &*jobs], &shutdown).await {
+        return;
     }
     let ctx = Context {
         client,
@@ -113,11 +110,7 @@ pub fn schedule(expr: &str, zone: Option<&str>) -> Result<(Cron, TimeZone), Stri
 
 impl Context {
     fn later(&self, k: &str, after: Duration) {
-        let (requeue, k) = (self.requeue.clone(), k.to_string());
-        tokio::spawn(async move {
-            tokio::time::sleep(after).await;
-            let _ = requeue.send(k);
-        });
+        informer::later(&self.requeue, k, after);
     }
 
     async fn sync(&self, k: &str) -> Result<(), kube::Error> {
@@ -332,25 +325,12 @@ impl Context {
             self.client.clone(),
             cj.metadata.namespace.as_deref().unwrap_or_default(),
         );
-        match api
-            .patch_status(
-                cj.metadata.name.as_deref().unwrap_or_default(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-fn ignore_gone(r: Result<(), kube::Error>) -> Result<(), kube::Error> {
-    match r {
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        other => other,
+        informer::write_status(
+            &api,
+            cj.metadata.name.as_deref().unwrap_or_default(),
+            status,
+        )
+        .await
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -85,11 +85,8 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
     tokio::spawn(sets_task);
     tokio::spawn(pods_task);
     tokio::spawn(nodes_task);
-    while !(sets.synced() && pods.synced() && nodes.synced()) {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
+    if !informer::wait_synced(&[&*sets, &*pods, &*nodes], &shutdown).await {
+        return;
     }
     let ctx = Context {
         client,
@@ -385,18 +382,12 @@ impl Context {
             self.client.clone(),
             ds.metadata.namespace.as_deref().unwrap_or_default(),
         );
-        match api
-            .patch_status(
-                ds.metadata.name.as_deref().unwrap_or_default(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
+        informer::write_status(
+            &api,
+            ds.metadata.name.as_deref().unwrap_or_default(),
+            status,
+        )
+        .await
     }
 }
 

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
@@ -55,11 +54,8 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
     );
     tokio::spawn(d_task);
     tokio::spawn(s_task);
-    while !(deployments.synced() && sets.synced()) {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
+    if !informer::wait_synced(&[&*deployments, &*sets], &shutdown).await {
+        return;
     }
     let ctx = Context {
         client,
@@ -603,18 +599,7 @@ impl Context {
             self.client.clone(),
             d.metadata.namespace.as_deref().unwrap_or_default(),
         );
-        match api
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
+        informer::write_status(&api, &name, status).await
     }
 }
 

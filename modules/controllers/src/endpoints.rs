@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -20,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::informer::{self, Cache, controller_ref, key, selects};
+use crate::informer::{self, Cache, controller_ref, ignore_gone, key, selects};
 
 /// Controller name.
 pub const NAME: &str = "endpointslice-controller";
@@ -85,11 +84,8 @@ pub async fn run(client: kube::Client, shutdown: CancellationToken) {
     tokio::spawn(services_task);
     tokio::spawn(pods_task);
     tokio::spawn(slices_task);
-    while !(services.synced() && pods.synced() && slices.synced()) {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
+    if !informer::wait_synced(&[&*services, &*pods, &*slices], &shutdown).await {
+        return;
     }
     let ctx = Context {
         client,
@@ -354,13 +350,6 @@ impl Context {
                 .await
                 .map(|_| ()),
         )
-    }
-}
-
-fn ignore_gone(r: Result<(), kube::Error>) -> Result<(), kube::Error> {
-    match r {
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        other => other,
     }
 }
 

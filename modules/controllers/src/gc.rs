@@ -257,10 +257,10 @@ impl Graph {
                 }),
                 ..DeleteParams::default()
             };
-            return ignore_gone(api.delete(&node.name, &params).await.map(|_| ()));
+            return ignore_gone_or_conflict(api.delete(&node.name, &params).await.map(|_| ()));
         }
         let patch = json!({"metadata": {"ownerReferences": live}});
-        ignore_gone(
+        ignore_gone_or_conflict(
             api.patch_metadata(&node.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map(|_| ()),
@@ -321,7 +321,7 @@ impl Graph {
                 let owners: Vec<&OwnerReference> =
                     d.owners.iter().filter(|o| o.uid != uid).collect();
                 let patch = json!({"metadata": {"ownerReferences": owners}});
-                ignore_gone(
+                ignore_gone_or_conflict(
                     api_of(client, d)
                         .patch_metadata(&d.name, &PatchParams::default(), &Patch::Merge(&patch))
                         .await
@@ -346,7 +346,9 @@ impl Graph {
                         propagation_policy: Some(PropagationPolicy::Foreground),
                         ..DeleteParams::default()
                     };
-                    ignore_gone(api_of(client, d).delete(&d.name, &params).await.map(|_| ()))?;
+                    ignore_gone_or_conflict(
+                        api_of(client, d).delete(&d.name, &params).await.map(|_| ()),
+                    )?;
                 }
             }
             if !blocking.is_empty() {
@@ -365,7 +367,7 @@ impl Graph {
     ) -> Result<(), kube::Error> {
         let left: Vec<&String> = owner.finalizers.iter().filter(|f| *f != which).collect();
         let patch = json!({"metadata": {"finalizers": left}});
-        ignore_gone(
+        ignore_gone_or_conflict(
             api_of(client, owner)
                 .patch_metadata(&owner.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -381,7 +383,8 @@ fn api_of(client: &kube::Client, node: &Node) -> Api<DynamicObject> {
     }
 }
 
-fn ignore_gone(r: Result<(), kube::Error>) -> Result<(), kube::Error> {
+/// A write whose object is gone (404) or changed under it (409): the next event decides again.
+fn ignore_gone_or_conflict(r: Result<(), kube::Error>) -> Result<(), kube::Error> {
     match r {
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         other => other,

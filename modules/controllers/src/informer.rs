@@ -233,11 +233,7 @@ pub async fn work<F, Fut>(
         queued.remove(&k);
         if let Err(e) = sync(k.clone()).await {
             tracing::info!(object = %k, controller = what, error = %e, "sync failed; retrying");
-            let requeue = tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                let _ = requeue.send(k);
-            });
+            later(&tx, &k, std::time::Duration::from_secs(1));
         }
     }
 }
@@ -273,6 +269,62 @@ pub fn slim_pod(mut p: Pod) -> Pod {
         status.init_container_statuses = None;
     }
     p
+}
+
+/// A cache that can say whether it holds a full list.
+pub trait Synced {
+    /// Whether a full list has been read.
+    fn is_synced(&self) -> bool;
+}
+
+impl<K> Synced for Cache<K> {
+    fn is_synced(&self) -> bool {
+        self.synced()
+    }
+}
+
+/// Waits until every cache holds a full list (nothing is decided before); false at shutdown.
+pub async fn wait_synced(caches: &[&(dyn Synced + Sync)], shutdown: &CancellationToken) -> bool {
+    while !caches.iter().all(|c| c.is_synced()) {
+        tokio::select! {
+            _ = shutdown.cancelled() => return false,
+            _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+        }
+    }
+    true
+}
+
+/// Sends `key` to the work queue again after `after`.
+pub fn later(tx: &mpsc::UnboundedSender<String>, key: &str, after: std::time::Duration) {
+    let (tx, key) = (tx.clone(), key.to_string());
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let _ = tx.send(key);
+    });
+}
+
+/// A write's result, an object already gone counting as done.
+pub fn ignore_gone(r: Result<(), kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => other,
+    }
+}
+
+/// Merges `status` into the status of `name` (an object already gone counts as done).
+pub async fn write_status<K>(
+    api: &Api<K>,
+    name: &str,
+    status: serde_json::Value,
+) -> Result<(), kube::Error>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let patch = kube::api::Patch::Merge(serde_json::json!({ "status": status }));
+    let written = api
+        .patch_status(name, &kube::api::PatchParams::default(), &patch)
+        .await;
+    ignore_gone(written.map(|_| ()))
 }
 
 /// Whether `labels` match `selector` (`matchLabels` and `matchExpressions`; an empty selector

@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::Recorder;
-use crate::informer::{self, Cache, controller_of, controller_ref, key};
+use crate::informer::{self, Cache, controller_of, controller_ref, ignore_gone, key};
 
 /// Controller name.
 pub const NAME: &str = "job-controller";
@@ -54,11 +54,8 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
     );
     tokio::spawn(jobs_task);
     tokio::spawn(pods_task);
-    while !(jobs.synced() && pods.synced()) {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
+    if !informer::wait_synced(&[&*jobs, &*pods], &shutdown).await {
+        return;
     }
     let ctx = Context {
         client,
@@ -104,11 +101,7 @@ fn has_condition(job: &Job, kind: &str) -> bool {
 
 impl Context {
     fn later(&self, k: &str, after: Duration) {
-        let (requeue, k) = (self.requeue.clone(), k.to_string());
-        tokio::spawn(async move {
-            tokio::time::sleep(after).await;
-            let _ = requeue.send(k);
-        });
+        informer::later(&self.requeue, k, after);
     }
 
     async fn sync(&self, k: &str) -> Result<(), kube::Error> {
@@ -419,18 +412,12 @@ impl Context {
             self.client.clone(),
             job.metadata.namespace.as_deref().unwrap_or_default(),
         );
-        match api
-            .patch_status(
-                job.metadata.name.as_deref().unwrap_or_default(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
+        informer::write_status(
+            &api,
+            job.metadata.name.as_deref().unwrap_or_default(),
+            status,
+        )
+        .await
     }
 
     /// Deletes a finished Job `ttlSecondsAfterFinished` after it finished.
@@ -467,12 +454,5 @@ impl Context {
                 .await
                 .map(|_| ()),
         )
-    }
-}
-
-fn ignore_gone(r: Result<(), kube::Error>) -> Result<(), kube::Error> {
-    match r {
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        other => other,
     }
 }

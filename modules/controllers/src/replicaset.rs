@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -85,11 +85,8 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         requeue: tx.clone(),
     };
     // Nothing is decided before both caches hold a full list.
-    while !(ctx.sets.synced() && ctx.pods.synced()) {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
+    if !informer::wait_synced(&[&*ctx.sets, &*ctx.pods], &shutdown).await {
+        return;
     }
     let ctx = Arc::new(ctx);
     informer::work(rx, tx, "replicaset", shutdown, move |k| {
@@ -327,18 +324,7 @@ impl Context {
         }
         let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
         let name = rs.metadata.name.as_deref().unwrap_or_default();
-        match api
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
+        informer::write_status(&api, name, status).await
     }
 }
 
