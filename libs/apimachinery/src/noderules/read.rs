@@ -15,8 +15,8 @@
 //! storageclasses, events, subresources. Persistent volumes, volume attachments and resource
 //! claims would need more of the Node authorizer's graph than this control plane keeps.
 //!
-//! Everyone else outside `system:masters` (service accounts today; RBAC comes later) reads
-//! everything but secrets.
+//! What a node may read beyond these, and what anyone else may read, is RBAC's to say (the
+//! embedded control plane asks these rules OR RBAC, as kube-apiserver's `Node,RBAC`).
 
 use crate::noderules::NODE_LEASE_NAMESPACE;
 use crate::selector::{FieldOperator, FieldSelector};
@@ -88,15 +88,6 @@ impl<'a> Read<'a> {
             return self.name;
         }
         self.selected("metadata.name").unwrap_or("")
-    }
-
-    /// The rule for a user that is neither an administrator nor a node: anything but
-    /// secrets (until RBAC).
-    pub fn check_other_user(&self, user: &str) -> Result<(), ApiError> {
-        match (self.group, self.resource) {
-            ("", "secrets") => Err(self.forbidden(user, "")),
-            _ => Ok(()),
-        }
     }
 
     /// 403 in kube-apiserver's words: `secrets "s" is forbidden: User "u" cannot get resource

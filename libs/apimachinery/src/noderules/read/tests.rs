@@ -211,27 +211,3 @@ fn a_node_reads_no_subresource() {
         e.message
     );
 }
-
-#[test]
-fn other_users_read_everything_but_secrets() {
-    let user = "system:serviceaccount:d:builder";
-    assert_eq!(
-        read("list", "", "configmaps", "d", "").check_other_user(user),
-        Ok(())
-    );
-    assert_eq!(
-        read("get", "apps", "deployments", "d", "x").check_other_user(user),
-        Ok(())
-    );
-    for verb in ["get", "list", "watch"] {
-        let e = read(verb, "", "secrets", "d", "")
-            .check_other_user(user)
-            .unwrap_err();
-        assert_eq!(
-            e.message,
-            format!(
-                "secrets is forbidden: User \"{user}\" cannot {verb} resource \"secrets\" in API group \"\" in the namespace \"d\""
-            )
-        );
-    }
-}
