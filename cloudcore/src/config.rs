@@ -5,7 +5,7 @@ use daemon::CommonConfig;
 use serde::{Deserialize, Serialize};
 
 /// The whole `cloudcore.yaml`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Default `cloudcore.config.kubeedge.io/v1alpha1`.
@@ -22,7 +22,7 @@ pub struct Config {
 }
 
 /// The `modules` section: one entry per cloud module built so far.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Modules {
     /// The embedded control plane (used when `kubeAPIConfig.kubeConfig` is empty).
@@ -37,7 +37,7 @@ pub struct Modules {
 }
 
 /// `kubeAPIConfig`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct KubeApiConfig {
     /// Kubeconfig of a real cluster. Empty (default): the embedded control plane

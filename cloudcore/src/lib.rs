@@ -112,6 +112,7 @@ pub async fn start_with(
             }
         },
     ));
+    log_files(&config, api.is_some(), kubeconfig.as_deref());
     let core = Core::start(
         "cloudcore",
         &config.common_config,
@@ -127,6 +128,34 @@ pub async fn start_with(
         controller,
         kubeconfig,
     })
+}
+
+/// Says where the files an operator looks for are: the CAs, the certificates, the admin
+/// kubeconfig and the database.
+fn log_files(config: &Config, embedded: bool, kubeconfig: Option<&std::path::Path>) {
+    let hub = &config.modules.cloud_hub;
+    if hub.enable {
+        tracing::info!(
+            ca = %hub.tls_ca_file.display(),
+            ca_key = %hub.tls_ca_key_file.display(),
+            cert = %hub.tls_cert_file.display(),
+            key = %hub.tls_private_key_file.display(),
+            "cloudhub CA (it signs node certificates) and server certificate"
+        );
+    }
+    let api = &config.modules.api_server;
+    match kubeconfig {
+        Some(path) if embedded => tracing::info!(
+            bind_address = %api.bind_address,
+            admin_kubeconfig = %path.display(),
+            database = %api.data_source.display(),
+            ca = %api.tls_ca_file.display(),
+            cert = %api.tls_cert_file.display(),
+            "embedded control plane: admin kubeconfig, database and certificates"
+        ),
+        Some(path) => tracing::info!(kubeconfig = %path.display(), "Kubernetes API of a cluster"),
+        None => {}
+    }
 }
 
 /// A Kubernetes client from a kubeconfig file (the real cluster's, or the embedded one's).
@@ -187,7 +216,7 @@ impl Daemon for CloudCore {
     const NAME: &'static str = "cloudcore";
     const DEFAULT_CONFIG: &'static str = "/etc/kubeedge/config/cloudcore.yaml";
     const LOG_ENV: &'static str = "CLOUDCORE_LOG";
-    const DEFAULT_LOG: &'static str = "warn,cloudcore=info,daemon=info";
+    const DEFAULT_LOG: &'static str = "warn,cloudcore=info,daemon=info,cloudhub=info";
 
     type Config = Config;
     type Running = Running;

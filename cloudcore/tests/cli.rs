@@ -53,3 +53,30 @@ fn a_wrong_kind_is_refused() {
     let config = test_config().replace("kind: CloudCore", "kind: EdgeCore");
     daemon_cli::refuses_a_bad_key_by_name(Path::new(BIN), &config, "kind", None);
 }
+
+#[test]
+fn with_root_every_default_path_moves_under_it() {
+    let moved = daemon_cli::defaults_move_under_root(Path::new(BIN), daemon::layout::ROOTED);
+    // cloudhub's CA and server certificate, the control plane's database, CA, certificate,
+    // admin token and admin kubeconfig.
+    assert!(moved >= 10, "only {moved} paths moved");
+}
+
+#[test]
+fn the_port_offset_moves_every_default_port() {
+    let expected = [
+        ("bindAddress: 127.0.0.1:9091", "bindAddress: 127.0.0.1:9098"),
+        ("bindAddress: 127.0.0.1:6443", "bindAddress: 127.0.0.1:6450"),
+        ("port: 10000", "port: 10007"),
+        ("port: 10001", "port: 10008"),
+    ];
+    daemon_cli::default_ports_move_by(Path::new(BIN), 7, &expected);
+}
+
+#[test]
+fn version_help_and_documented_defaults() {
+    let bin = Path::new(BIN);
+    daemon_cli::prints_its_version(bin, "cloudcore", env!("CARGO_PKG_VERSION"));
+    daemon_cli::help_names_the_default_config(bin, "/etc/kubeedge/config/cloudcore.yaml");
+    daemon_cli::documents_every_default(bin);
+}

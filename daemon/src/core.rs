@@ -3,21 +3,30 @@
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use beehive::{Context, ModuleState, Runtime};
 use prometheus_client::registry::Registry;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::monitor::{self, Readiness};
+use crate::monitor::{self, Readiness, Refresh};
 
 /// The `commonConfig` section.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct CommonConfig {
+    /// Base directory (as `--root`, which wins): every path of this file that still has its
+    /// default under `/etc/kubeedge`, `/var/lib/kubeedge`, `/var/lib/kubelet`, `/var/log/pods`
+    /// or `/var/log/kubeedge` moves under it (`<root>/etc/kubeedge/...`). Default empty: none.
+    pub root: PathBuf,
+    /// Added to every port of this file that still has its default (as `--port-offset`,
+    /// which wins), so that a second instance listens and dials beside the first. Default 0.
+    pub port_offset: u16,
     /// Health and metrics listener.
     pub monitor_server: MonitorServer,
     /// How long modules get to stop after a stop signal. Default `10s`.
@@ -28,7 +37,7 @@ pub struct CommonConfig {
 }
 
 /// The `commonConfig.monitorServer` section.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct MonitorServer {
     /// Serve `/healthz`, `/readyz` and `/metrics`. Default true.
@@ -49,12 +58,25 @@ pub struct Core {
 /// Fills a metrics registry with a daemon's own metrics on each scrape.
 pub type ExtraMetrics = Arc<dyn Fn(&mut Registry) + Send + Sync>;
 
+/// What a daemon adds to the monitor server.
+#[derive(Clone, Default)]
+pub struct Probes {
+    /// Its own metrics, filled on each scrape.
+    pub metrics: Option<ExtraMetrics>,
+    /// Awaited before each scrape, for values that take I/O to read.
+    pub refresh: Option<Refresh>,
+    /// The checks behind `/readyz`.
+    pub readiness: Readiness,
+}
+
 // === impl CommonConfig ===
 
 impl CommonConfig {
     /// Defaults with the given monitor address.
     pub fn with_monitor(bind_address: SocketAddr) -> Self {
         CommonConfig {
+            root: PathBuf::new(),
+            port_offset: 0,
             monitor_server: MonitorServer {
                 enable: true,
                 bind_address,
@@ -88,19 +110,26 @@ impl Core {
         extra: Option<ExtraMetrics>,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Core> {
-        let readiness = Readiness::default();
-        Self::start_with(name, common, runtime, extra, readiness, shutdown).await
+        let probes = Probes {
+            metrics: extra,
+            ..Probes::default()
+        };
+        Self::start_with(name, common, runtime, probes, shutdown).await
     }
 
-    /// Like [`Core::start`], with the checks `/readyz` answers from.
+    /// Like [`Core::start`], with the daemon's metrics, scrape refresh and readiness checks.
     pub async fn start_with(
         name: &'static str,
         common: &CommonConfig,
         runtime: Runtime,
-        extra: Option<ExtraMetrics>,
-        readiness: Readiness,
+        probes: Probes,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Core> {
+        let Probes {
+            metrics: extra,
+            refresh,
+            readiness,
+        } = probes;
         let runtime = runtime.start(shutdown.clone())?;
         let tasks = TaskTracker::new();
         let monitor_addr = match common.monitor_server.enable {
@@ -114,9 +143,12 @@ impl Core {
                     }
                 });
                 let addr = common.monitor_server.bind_address;
-                let bound = monitor::serve(addr, collect, readiness, shutdown.clone(), &tasks)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("binding the monitor server on {addr}: {e}"))?;
+                let bound =
+                    monitor::serve(addr, collect, refresh, readiness, shutdown.clone(), &tasks)
+                        .await
+                        .map_err(|e| {
+                            anyhow::anyhow!("binding the monitor server on {addr}: {e}")
+                        })?;
                 tracing::info!(%bound, "{name} monitor server listening (/healthz, /readyz, /metrics)");
                 Some(bound)
             }

@@ -1,19 +1,25 @@
 //! daemon: what the cloudcore and edgecore binaries share and nothing else does: reading a YAML
 //! config with errors that name the file, line and key; typed duration fields; environment
-//! lookups through a trait tests can replace; logging set-up; waiting for a stop signal.
+//! lookups through a trait tests can replace; logging set-up; waiting for a stop signal; where
+//! default paths and ports move with `--root` and `--port-offset`.
 #![forbid(unsafe_code)]
 
 pub mod cli;
+mod commented;
 mod config;
 pub mod core;
-pub mod duration;
+mod durations;
 mod env;
+pub mod layout;
 mod logging;
 pub mod monitor;
 
-pub use crate::core::{CommonConfig, Core, MonitorServer};
+pub use crate::core::{CommonConfig, Core, MonitorServer, Probes};
+pub use commented::to_commented_yaml;
 pub use config::{ConfigError, load_yaml, parse_yaml, to_yaml};
+pub use durations::duration;
 pub use env::{Env, OsEnv};
+pub use layout::Layout;
 pub use logging::{LogFormat, init_logging};
 
 /// Resolves when the process is asked to stop (SIGINT or SIGTERM; Ctrl-C elsewhere).

@@ -31,7 +31,8 @@ pub fn filter_directives(env: &dyn Env, var: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_string())
 }
 
-/// Installs the global subscriber, writing to stderr. A bad filter falls back to `default`.
+/// Installs the global subscriber, writing to stderr, in colour only when stderr is a terminal
+/// (a journal or a file gets no escape codes). A bad filter falls back to `default`.
 pub fn init_logging(env: &dyn Env, var: &str, default: &str, format: LogFormat) {
     let directives = filter_directives(env, var, default);
     let filter = EnvFilter::try_new(&directives).unwrap_or_else(|e| {
@@ -40,6 +41,7 @@ pub fn init_logging(env: &dyn Env, var: &str, default: &str, format: LogFormat) 
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),

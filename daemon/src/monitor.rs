@@ -1,6 +1,8 @@
 //! The monitor listener: `/healthz`, `/readyz` and Prometheus `/metrics`.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::Router;
@@ -16,6 +18,9 @@ use tokio_util::task::TaskTracker;
 
 /// Metrics source: the daemon fills a registry on each scrape (fresh values, no global state).
 pub type Collect = Arc<dyn Fn(&mut Registry) + Send + Sync>;
+
+/// Awaited before each scrape, for values that take I/O to read (which `Collect` then reads).
+pub type Refresh = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// One readiness check: `Err(reason)` while its part of the daemon cannot do its work.
 pub type Check = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -67,6 +72,7 @@ impl Readiness {
 pub async fn serve(
     addr: SocketAddr,
     collect: Collect,
+    refresh: Option<Refresh>,
     readiness: Readiness,
     shutdown: CancellationToken,
     tasks: &TaskTracker,
@@ -76,7 +82,10 @@ pub async fn serve(
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(move || async move { readiness.report() }))
-        .route("/metrics", get(move || metrics(collect.clone())));
+        .route(
+            "/metrics",
+            get(move || metrics(collect.clone(), refresh.clone())),
+        );
     tasks.spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown.cancelled_owned())
@@ -102,7 +111,10 @@ pub fn register_beehive(registry: &mut Registry, stats: beehive::Stats) {
     );
 }
 
-async fn metrics(collect: Collect) -> impl IntoResponse {
+async fn metrics(collect: Collect, refresh: Option<Refresh>) -> impl IntoResponse {
+    if let Some(refresh) = refresh {
+        refresh().await;
+    }
     let mut registry = Registry::default();
     collect(&mut registry);
     let mut body = String::new();

@@ -8,7 +8,7 @@ use metamanager::DatabaseConfig;
 use serde::{Deserialize, Serialize};
 
 /// The whole `edgecore.yaml`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Default `edgecore.config.kubeedge.io/v1alpha2`.
@@ -24,7 +24,7 @@ pub struct Config {
 }
 
 /// The `modules` section: one entry per edge module built so far.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Modules {
     /// The edge store module.

@@ -8,11 +8,13 @@
 mod config;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use anyhow::Context as _;
-use daemon::Core;
 use daemon::cli::{Daemon, check_type};
 use daemon::monitor::Readiness;
+use daemon::{Core, Probes};
 use edgehub::LinkState;
 use metamanager::MetaManager;
 use tokio::sync::watch;
@@ -46,8 +48,13 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         let hub_config = config.modules.edge_hub.clone();
         let (module, handle) = edgehub::EdgeHub::new(hub_config, meta.clone(), downstream)
             .context("starting modules.edgeHub")?;
+        let files = &config.modules.edge_hub;
         tracing::info!(
             node_id = handle.node(),
+            ca = %files.tls_ca_file.display(),
+            cert = %files.tls_cert_file.display(),
+            key = %files.tls_private_key_file.display(),
+            servers = ?files.endpoints().1,
             "edge node identity from its certificate"
         );
         runtime.register(module);
@@ -89,14 +96,48 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     }
     let store_ready = meta.clone();
     let readiness = Readiness::default().with("edge-store", move || store_ready.ready());
+    let probes = Probes {
+        readiness,
+        ..probes(&meta, hub.clone())
+    };
     let common = &config.common_config;
-    let core = Core::start_with("edgecore", common, runtime, None, readiness, shutdown).await?;
+    let core = Core::start_with("edgecore", common, runtime, probes, shutdown).await?;
     Ok(Running {
         core,
         meta,
         hub,
         proxy,
     })
+}
+
+/// The node's metrics: edgehub's link state and the depth of metamanager's outbox (counted
+/// before each scrape, as the store is read asynchronously).
+fn probes(meta: &metamanager::Handle, hub: Option<edgehub::Handle>) -> Probes {
+    let depth = Arc::new(AtomicI64::new(0));
+    let (store, counted) = (meta.reader(), depth.clone());
+    let refresh: daemon::monitor::Refresh = Arc::new(move || {
+        let (store, counted) = (store.clone(), counted.clone());
+        Box::pin(async move {
+            // A store that cannot be read shows -1: the depth is unknown.
+            let n = store.outbox_len().await.map_or(-1, |n| n as i64);
+            counted.store(n, Ordering::Relaxed);
+        })
+    });
+    let metrics: daemon::core::ExtraMetrics = Arc::new(move |registry| {
+        registry.register(
+            "metamanager_outbox_depth",
+            "Upstream messages waiting in the outbox for the cloud's ack",
+            prometheus_client::metrics::gauge::ConstGauge::new(depth.load(Ordering::Relaxed)),
+        );
+        if let Some(hub) = &hub {
+            hub.register_metrics(registry);
+        }
+    });
+    Probes {
+        metrics: Some(metrics),
+        refresh: Some(refresh),
+        ..Probes::default()
+    }
 }
 
 /// The link state of an edge without edgehub: never connected, so lwproxy forwards nothing
@@ -200,7 +241,7 @@ impl Daemon for EdgeCore {
     const NAME: &'static str = "edgecore";
     const DEFAULT_CONFIG: &'static str = "/etc/kubeedge/config/edgecore.yaml";
     const LOG_ENV: &'static str = "EDGECORE_LOG";
-    const DEFAULT_LOG: &'static str = "warn,edgecore=info,daemon=info";
+    const DEFAULT_LOG: &'static str = "warn,edgecore=info,daemon=info,edgehub=info";
 
     type Config = Config;
     type Running = Running;

@@ -23,8 +23,8 @@ fn node_certs(dir: &Path) {
         .issue_node("edge-1", std::time::Duration::from_secs(3600))
         .unwrap();
     pki::write_pem(&dir.join("etc/ca/rootCA.crt"), ca.cert_pem()).unwrap();
-    pki::write_pem(&dir.join("etc/certs/server.crt"), &node.cert_pem).unwrap();
-    pki::write_pem(&dir.join("etc/certs/server.key"), &node.key_pem).unwrap();
+    pki::write_pem(&dir.join("etc/certs/edgecore.crt"), &node.cert_pem).unwrap();
+    pki::write_pem(&dir.join("etc/certs/edgecore.key"), &node.key_pem).unwrap();
 }
 
 #[tokio::test]
@@ -147,5 +147,47 @@ async fn with_on_corrupt_rebuild_a_damaged_database_is_moved_aside_and_start_up_
     assert!(
         moved_aside,
         "the damaged file was kept under a .corrupt- name"
+    );
+}
+
+#[test]
+fn with_root_every_default_path_moves_under_it() {
+    let moved = daemon_cli::defaults_move_under_root(Path::new(BIN), daemon::layout::ROOTED);
+    // The CA, the node certificate and key, the database, the kubelet root, pod logs, static pods.
+    assert!(moved >= 7, "only {moved} paths moved");
+}
+
+#[test]
+fn the_port_offset_moves_every_default_port() {
+    let expected = [
+        (
+            "bindAddress: 127.0.0.1:10352",
+            "bindAddress: 127.0.0.1:10359",
+        ),
+        ("server: 127.0.0.1:10000", "server: 127.0.0.1:10007"),
+        ("server: 127.0.0.1:10001", "server: 127.0.0.1:10008"),
+        ("server: 127.0.0.1:10550", "server: 127.0.0.1:10557"),
+    ];
+    daemon_cli::default_ports_move_by(Path::new(BIN), 7, &expected);
+}
+
+#[test]
+fn version_help_and_documented_defaults() {
+    let bin = Path::new(BIN);
+    daemon_cli::prints_its_version(bin, "edgecore", env!("CARGO_PKG_VERSION"));
+    daemon_cli::help_names_the_default_config(bin, "/etc/kubeedge/config/edgecore.yaml");
+    daemon_cli::documents_every_default(bin);
+}
+
+#[test]
+fn the_node_certificate_is_not_where_cloudhub_writes_its_own() {
+    let hub = edgecore::Config::default().modules.edge_hub;
+    assert_eq!(
+        hub.tls_cert_file,
+        Path::new("/etc/kubeedge/certs/edgecore.crt")
+    );
+    assert_eq!(
+        hub.tls_private_key_file,
+        Path::new("/etc/kubeedge/certs/edgecore.key")
     );
 }

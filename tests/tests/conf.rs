@@ -35,3 +35,21 @@ fn check<T: serde::de::DeserializeOwned>(path: &Path, text: &str) {
         panic!("{e}");
     }
 }
+
+#[test]
+fn the_example_edge_certificate_is_not_the_file_cloudcore_writes_its_own_to() {
+    let read = |name: &str| std::fs::read_to_string(e2e::conf_dir().join(name)).unwrap();
+    let cloud: cloudcore::Config = serde_yaml_ng::from_str(&read("cloudcore.yaml")).unwrap();
+    let edge: edgecore::Config = serde_yaml_ng::from_str(&read("edgecore.yaml")).unwrap();
+    let (hub, node) = (&cloud.modules.cloud_hub, &edge.modules.edge_hub);
+    assert_ne!(hub.tls_cert_file, node.tls_cert_file);
+    assert_ne!(hub.tls_private_key_file, node.tls_private_key_file);
+    let (hub, node) = (
+        cloudcore::Config::default().modules.cloud_hub,
+        edgecore::Config::default().modules.edge_hub,
+    );
+    assert_ne!(
+        hub.tls_cert_file, node.tls_cert_file,
+        "the defaults collide"
+    );
+}

@@ -8,7 +8,7 @@ use apimachinery::alloc::{Cidr, PortRange, ServiceRanges};
 use serde::{Deserialize, Serialize};
 
 /// `modules.apiServer`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Serve the embedded control plane. It only runs when `kubeAPIConfig.kubeConfig` is empty.
@@ -70,9 +70,11 @@ pub struct Config {
     /// `--service-cluster-ip-range`); its first address is the `kubernetes` Service's.
     /// Default `10.96.0.0/12`.
     #[serde(rename = "serviceClusterIPRange")]
+    #[schemars(with = "String")]
     pub service_cluster_ip_range: Cidr,
     /// The ports NodePort and LoadBalancer Services' node ports are allocated from
     /// (`--service-node-port-range`). Default `30000-32767`.
+    #[schemars(with = "String")]
     pub service_node_port_range: PortRange,
 }
 

@@ -56,7 +56,8 @@ pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, ctx: Context)
     let span = tracing::info_span!("session", %remote, node_id = tracing::field::Empty);
     async move {
         match run(incoming, &shared, &ctx).await {
-            Ok(()) | Err(HubError::Shutdown) => tracing::debug!("session ended"),
+            Ok(()) => tracing::info!("session ended: the node closed it"),
+            Err(HubError::Shutdown) => tracing::debug!("session ended: cloudcore is stopping"),
             Err(HubError::Replaced) => tracing::info!("session replaced by a newer one"),
             Err(e) => tracing::info!(error = %e, cause = ?std::error::Error::source(&e).map(|c| c.to_string()), "session ended"),
         }

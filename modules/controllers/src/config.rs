@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 /// `modules.controllers`: the controllers a real cluster's kube-scheduler and
 /// kube-controller-manager run, for the embedded control plane. They run only with it (a real
 /// cluster has its own).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Run the controllers with the embedded control plane. Default true.
@@ -19,7 +19,7 @@ pub struct Config {
 }
 
 /// `modules.controllers.scheduler`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct SchedulerConfig {
     /// Bind pods without `spec.nodeName`. Default true.

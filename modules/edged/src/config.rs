@@ -7,13 +7,15 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// `modules.edged`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Run the node's pods. Default false: a native kubelet against lwproxy is the alternative.
     pub enable: bool,
     /// The node's name. Default empty: the name in the node's certificate (edgehub's identity).
     pub hostname_override: String,
+    /// Labels edged puts on its Node (`keadm join --labels`). Default none.
+    pub node_labels: std::collections::BTreeMap<String, String>,
     /// The CRI runtime (containerd) socket. Default `unix:///run/containerd/containerd.sock`.
     pub remote_runtime_endpoint: String,
     /// The kubelet's root: pod volumes live under `<rootDirectory>/pods/<uid>/volumes`.
@@ -54,6 +56,7 @@ impl Default for Config {
         Config {
             enable: false,
             hostname_override: String::new(),
+            node_labels: Default::default(),
             remote_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
             root_directory: "/var/lib/kubelet".into(),
             pod_logs_directory: "/var/log/pods".into(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// `modules.edgeHub`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Run edgehub. Default true.
@@ -22,9 +22,10 @@ pub struct Config {
     pub keepalive_timeout: Duration,
     /// CA that signed cloudhub's certificate. Default `/etc/kubeedge/ca/rootCA.crt`.
     pub tls_ca_file: PathBuf,
-    /// This node's certificate. Default `/etc/kubeedge/certs/server.crt`.
+    /// This node's certificate (CN `system:node:<name>`, signed by the cloud's CA). Default
+    /// `/etc/kubeedge/certs/edgecore.crt` (not cloudhub's `server.crt` beside it).
     pub tls_cert_file: PathBuf,
-    /// This node's key. Default `/etc/kubeedge/certs/server.key`.
+    /// This node's key. Default `/etc/kubeedge/certs/edgecore.key`.
     pub tls_private_key_file: PathBuf,
     /// Name cloudhub's certificate must carry. Default: the host of the server address dialled.
     pub server_name: Option<String>,
@@ -50,9 +51,10 @@ pub struct Config {
 }
 
 /// A transport section: `server` is one `host:port` or a list tried in turn.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase", bound = "")]
 pub struct Transport<D: TransportDefaults> {
+    /// Use this transport. Default: WebSocket on, QUIC off (WebSocket wins when both are on).
     pub enable: bool,
     /// cloudhub endpoints. Default `127.0.0.1:<port>`.
     pub server: Servers,
@@ -91,7 +93,7 @@ impl TransportDefaults for QuicDefaults {
 }
 
 /// One endpoint or several.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Servers {
     One(String),
@@ -108,8 +110,8 @@ impl Default for Config {
             heartbeat: Duration::from_secs(15),
             keepalive_timeout: Duration::from_secs(45),
             tls_ca_file: "/etc/kubeedge/ca/rootCA.crt".into(),
-            tls_cert_file: "/etc/kubeedge/certs/server.crt".into(),
-            tls_private_key_file: "/etc/kubeedge/certs/server.key".into(),
+            tls_cert_file: "/etc/kubeedge/certs/edgecore.crt".into(),
+            tls_private_key_file: "/etc/kubeedge/certs/edgecore.key".into(),
             server_name: None,
             websocket: Transport::default(),
             quic: Transport::default(),

@@ -10,6 +10,7 @@
 
 mod config;
 mod error;
+mod metrics;
 mod session;
 
 use std::sync::Arc;
@@ -60,6 +61,8 @@ pub struct Handle {
     node: String,
     state: watch::Receiver<LinkState>,
     stats: Arc<Stats>,
+    /// The configured cloudhub endpoints, for the metrics.
+    servers: Vec<String>,
 }
 
 /// Counters since start.
@@ -71,6 +74,8 @@ pub struct Stats {
     pub upstream_sent: AtomicU64,
     pub upstream_acked: AtomicU64,
     pub inventories: AtomicU64,
+    /// Unix seconds of the last session start or ack from the cloud (0: never).
+    pub last_sync: AtomicU64,
 }
 
 // === impl EdgeHub ===
@@ -111,6 +116,7 @@ impl EdgeHub {
             node: certified.clone(),
             state: state_rx,
             stats: stats.clone(),
+            servers: config.endpoints().1,
         };
         Ok((
             EdgeHub {
@@ -225,10 +231,13 @@ impl EdgeHub {
             let ended = session::run(self, &ctx, mailbox, shutdown, established, server).await;
             self.state.send_replace(LinkState::Disconnected);
             match ended {
-                Err(HubError::Shutdown) => return Ok(()),
+                Err(HubError::Shutdown) => {
+                    tracing::info!(%server, "link to cloudhub closed: edgecore is stopping");
+                    return Ok(());
+                }
                 Err(HubError::Store(e)) => return Err(e.into()),
                 Err(e) => tracing::warn!(%server, error = %e, "link to cloudhub lost"),
-                Ok(()) => {}
+                Ok(()) => tracing::info!(%server, "link to cloudhub closed by the cloud"),
             }
             // Come back after a jittered pause, so a cloud restart is not met by every node at once.
             attempt = 1;
@@ -252,5 +261,11 @@ impl Handle {
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Adds the link metrics (`edgehub_connected`, `edgehub_server_info`,
+    /// `edgehub_last_sync_timestamp_seconds`, `edgehub_connects`) to a scrape.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        metrics::register(registry, self);
     }
 }

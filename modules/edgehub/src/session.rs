@@ -134,6 +134,8 @@ pub(crate) async fn run(
         session_id: welcome.session_id,
         server: server.to_string(),
     });
+    let now_unix = crate::metrics::unix_now();
+    hub.stats.last_sync.store(now_unix, Ordering::Relaxed);
     tracing::info!(%server, session_id = welcome.session_id, "linked to cloudhub");
     let result = session.run_loop(&mut frames, mailbox, shutdown).await;
     session.fail_requests();
@@ -340,6 +342,8 @@ impl Session<'_> {
 
     /// The cloud acked upstream messages: the outbox entries they came from are done.
     async fn on_acked(&mut self, acked: &[wire::Acked]) -> Result<(), HubError> {
+        let now = crate::metrics::unix_now();
+        self.hub.stats.last_sync.store(now, Ordering::Relaxed);
         let done: Vec<u64> = acked
             .iter()
             .filter_map(|a| self.taken.acked(a.msg_id))

@@ -6,7 +6,7 @@ use objstore::{OnCorrupt, StoreConfig, Synchronous};
 use serde::{Deserialize, Serialize};
 
 /// `modules.metaManager`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Run the module. Default true.
@@ -16,7 +16,7 @@ pub struct Config {
 }
 
 /// `database`: the edge store file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct DatabaseConfig {
     /// SQLite file. Default `/var/lib/kubeedge/edgecore.db`.
@@ -31,14 +31,14 @@ pub struct DatabaseConfig {
     pub on_corrupt: CorruptMode,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum SyncMode {
     Full,
     Normal,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum CorruptMode {
     Fail,
