@@ -2,12 +2,15 @@
 //! the test plays the kubelet through the API (sets pod status), the boundary the controllers
 //! see.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use e2e::{Pki, Ports, k8s_cloud};
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher::Event;
 use serde_json::json;
 use testkit::eventually;
 
@@ -825,5 +828,199 @@ async fn a_cronjob_creates_jobs_on_time_and_keeps_its_history_short() {
     .await;
     let status = crons.get("tick").await.unwrap().status.unwrap_or_default();
     assert!(status.last_schedule_time.is_some());
+    cloud.stop().await;
+}
+
+/// The `Progressing` condition of Deployment `name`: status, reason, message.
+async fn progressing(
+    deployments: &Api<k8s_openapi::api::apps::v1::Deployment>,
+    name: &str,
+) -> Option<(String, String, String)> {
+    let d = deployments.get(name).await.unwrap();
+    let conditions = d.status.and_then(|s| s.conditions).unwrap_or_default();
+    conditions
+        .into_iter()
+        .find(|c| c.type_ == "Progressing")
+        .map(|c| {
+            (
+                c.status,
+                c.reason.unwrap_or_default(),
+                c.message.unwrap_or_default(),
+            )
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_past_its_progress_deadline_says_so_and_a_rollout_restart_rolls_out() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let pki = Pki::new();
+    let cloud = k8s_cloud(&pki, Ports::default()).await;
+    let client = cloud.kube().await;
+    nodes(&client, &["g1"]).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "stuck"},
+        "spec": {"replicas": 2, "progressDeadlineSeconds": 3,
+                 "selector": {"matchLabels": {"app": "stuck"}},
+                 "template": {"metadata": {"labels": {"app": "stuck"}},
+                              "spec": {"containers": [{"name": "c", "image": "registry.local/stuck:1"}]}}},
+    }))
+    .unwrap();
+    // Every Progressing reason the Deployment goes through, from a watch started first.
+    let reasons = Arc::new(Mutex::new(Vec::<String>::new()));
+    let listed = Arc::new(tokio::sync::Notify::new());
+    let watch = tokio::spawn({
+        let (api, reasons, listed) = (deployments.clone(), reasons.clone(), listed.clone());
+        async move {
+            let mut stream = kube::runtime::watcher(api, Default::default()).boxed();
+            while let Some(event) = stream.next().await {
+                let d = match event {
+                    Ok(Event::InitDone) => {
+                        listed.notify_one();
+                        continue;
+                    }
+                    Ok(Event::Apply(d) | Event::InitApply(d)) => d,
+                    _ => continue,
+                };
+                let conditions = d.status.and_then(|s| s.conditions).unwrap_or_default();
+                let Some(c) = conditions.into_iter().find(|c| c.type_ == "Progressing") else {
+                    continue;
+                };
+                let reason = c.reason.unwrap_or_default();
+                let mut seen = reasons.lock().unwrap();
+                if seen.last() != Some(&reason) {
+                    seen.push(reason);
+                }
+            }
+        }
+    });
+    listed.notified().await;
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+
+    // No kubelet makes the pods ready: past 3 seconds the rollout has failed.
+    eventually("the deadline is exceeded", WAIT, || async {
+        progressing(&deployments, "stuck")
+            .await
+            .is_some_and(|(s, r, m)| {
+                s == "False"
+                    && r == "ProgressDeadlineExceeded"
+                    && m.ends_with("has timed out progressing.")
+            })
+    })
+    .await;
+    let seen = reasons.lock().unwrap().clone();
+    assert_eq!(
+        seen.first().map(String::as_str),
+        Some("NewReplicaSetCreated"),
+        "the new ReplicaSet starts the clock: {seen:?}"
+    );
+    let expected = [
+        "NewReplicaSetCreated",
+        "ReplicaSetUpdated",
+        "ProgressDeadlineExceeded",
+    ];
+    assert!(
+        seen.iter().all(|r| expected.contains(&r.as_str())),
+        "{seen:?}"
+    );
+    let kubeconfig = cloud.running.kubeconfig().unwrap().to_path_buf();
+    let kubectl = |args: &[&str]| {
+        std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let with_kubectl = e2e::recent_kubectl();
+    if with_kubectl {
+        let out = kubectl(&["rollout", "status", "deployment/stuck", "--timeout=20s"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains("exceeded its progress deadline"), "{err}");
+    }
+
+    // The pods become ready: the rollout completes after all.
+    eventually("the new ReplicaSet is available", WAIT, || async {
+        run_app(&pods, "stuck").await;
+        progressing(&deployments, "stuck")
+            .await
+            .is_some_and(|(s, r, _)| s == "True" && r == "NewReplicaSetAvailable")
+    })
+    .await;
+
+    // A restart is a template annotation: a new ReplicaSet takes over every pod.
+    let first: Vec<String> = sets
+        .list(&ListParams::default().labels("app=stuck"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|rs| rs.metadata.name.unwrap())
+        .collect();
+    assert_eq!(first.len(), 1);
+    const RESTARTED: &str = "kubectl.kubernetes.io/restartedAt";
+    if with_kubectl {
+        let out = kubectl(&["rollout", "restart", "deployment/stuck"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        let patch = json!({"spec": {"template": {"metadata": {"annotations": {
+            RESTARTED: "2026-01-01T00:00:00Z"}}}}});
+        deployments
+            .patch("stuck", &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .unwrap();
+    }
+    eventually("the restart rolls out", Duration::from_secs(60), || async {
+        run_app(&pods, "stuck").await;
+        let list = pods
+            .list(&ListParams::default().labels("app=stuck"))
+            .await
+            .unwrap()
+            .items;
+        let live: Vec<&Pod> = list
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let restarted = live.iter().all(|p| {
+            p.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(RESTARTED))
+        });
+        let d = deployments.get("stuck").await.unwrap();
+        let s = d.status.clone().unwrap_or_default();
+        live.len() == 2
+            && restarted
+            && s.updated_replicas == Some(2)
+            && s.available_replicas == Some(2)
+            && d.metadata.annotations.unwrap_or_default()["deployment.kubernetes.io/revision"]
+                == "2"
+    })
+    .await;
+    eventually("the restart is complete", WAIT, || async {
+        progressing(&deployments, "stuck")
+            .await
+            .is_some_and(|(s, r, _)| s == "True" && r == "NewReplicaSetAvailable")
+    })
+    .await;
+    if with_kubectl {
+        let out = kubectl(&["rollout", "status", "deployment/stuck", "--timeout=20s"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    watch.abort();
     cloud.stop().await;
 }

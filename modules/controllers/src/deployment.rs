@@ -42,14 +42,7 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
     let queue = tx.clone();
     let (sets, s_task) = informer::run(
         Api::<ReplicaSet>::all(client.clone()),
-        move |c| {
-            for rs in [Some(&c.now), c.before.as_ref()].into_iter().flatten() {
-                if let Some(o) = controller_of(&**rs).filter(|o| o.kind == "Deployment") {
-                    let ns = rs.metadata.namespace.as_deref().unwrap_or_default();
-                    let _ = queue.send(format!("{ns}/{}", o.name));
-                }
-            }
-        },
+        move |c| informer::queue_owner(&queue, "Deployment", &c),
         shutdown.clone(),
     );
     tokio::spawn(d_task);
@@ -62,6 +55,7 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         deployments,
         sets,
         events,
+        requeue: tx.clone(),
     };
     let ctx = Arc::new(ctx);
     informer::work(rx, tx, "deployment", shutdown, move |k| {
@@ -76,25 +70,14 @@ struct Context {
     deployments: Arc<Cache<Deployment>>,
     sets: Arc<Cache<ReplicaSet>>,
     events: Recorder,
+    /// The work queue, for a look again when the progress deadline runs out.
+    requeue: mpsc::UnboundedSender<String>,
 }
 
 /// The hash kube-controller-manager labels a template's pods with: FNV-1a over the template,
 /// in its safe alphabet.
 pub fn template_hash(template: &PodTemplateSpec) -> String {
-    let bytes = serde_json::to_vec(template).unwrap_or_default();
-    let mut h: u32 = 0x811c_9dc5;
-    for b in bytes {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut out = String::new();
-    let mut n = u64::from(h);
-    while n > 0 || out.is_empty() {
-        out.push(ALPHABET[(n % ALPHABET.len() as u64) as usize] as char);
-        n /= ALPHABET.len() as u64;
-    }
-    out
+    crate::history::hash(&serde_json::to_vec(template).unwrap_or_default())
 }
 
 /// A template with the hash label taken out (what a ReplicaSet's template is compared on).
@@ -200,6 +183,7 @@ impl Context {
         let paused = spec.paused.unwrap_or(false);
         let strategy = spec.strategy.clone().unwrap_or_default();
         let recreate = strategy.type_.as_deref() == Some("Recreate");
+        let created = current.is_none() && !paused;
         let new = match current {
             Some(rs) => Some(rs),
             None if paused => None,
@@ -219,16 +203,26 @@ impl Context {
                     .sum();
                 self.scale(&d, rs, (want - others).max(0)).await?;
             }
-        } else if let Some(new) = &new {
+        }
+        let mut version = d.metadata.resource_version.clone();
+        if let Some(new) = new.as_ref().filter(|_| !paused) {
             if recreate {
                 self.recreate(&d, new, &old, want).await?;
             } else {
                 self.roll(&d, new, &old, want).await?;
             }
-            self.keep_revision(&d, new).await?;
+            if let Some(v) = self.keep_revision(&d, new).await? {
+                version = Some(v);
+            }
         }
         self.cleanup(&d, &old, new.as_deref()).await?;
-        self.update_status(&d, new.as_deref(), &owned).await
+        let seen = Seen {
+            new: new.as_deref(),
+            owned: &owned,
+            created,
+            version: version.as_deref(),
+        };
+        self.update_status(&d, seen).await
     }
 
     async fn create_rs(
@@ -405,8 +399,13 @@ impl Context {
         Ok(())
     }
 
-    /// The Deployment carries the revision of its current ReplicaSet.
-    async fn keep_revision(&self, d: &Deployment, new: &ReplicaSet) -> Result<(), kube::Error> {
+    /// The Deployment carries the revision of its current ReplicaSet; the resourceVersion
+    /// written, if it had to be.
+    async fn keep_revision(
+        &self,
+        d: &Deployment,
+        new: &ReplicaSet,
+    ) -> Result<Option<String>, kube::Error> {
         let rev = revision(new).to_string();
         let held = d
             .metadata
@@ -415,7 +414,7 @@ impl Context {
             .and_then(|a| a.get(REVISION))
             .cloned();
         if held.as_deref() == Some(rev.as_str()) {
-            return Ok(());
+            return Ok(None);
         }
         let api: Api<Deployment> = Api::namespaced(
             self.client.clone(),
@@ -428,7 +427,7 @@ impl Context {
             &Patch::Merge(&patch),
         )
         .await
-        .map(|_| ())
+        .map(|d| d.metadata.resource_version)
     }
 
     /// Old ReplicaSets scaled to zero beyond `revisionHistoryLimit` are deleted, oldest first.
@@ -472,12 +471,13 @@ impl Context {
         Ok(())
     }
 
-    async fn update_status(
-        &self,
-        d: &Deployment,
-        new: Option<&ReplicaSet>,
-        owned: &[Arc<ReplicaSet>],
-    ) -> Result<(), kube::Error> {
+    async fn update_status(&self, d: &Deployment, seen: Seen<'_>) -> Result<(), kube::Error> {
+        let Seen {
+            new,
+            owned,
+            created,
+            version,
+        } = seen;
         let spec = d.spec.clone().unwrap_or_default();
         let want = spec.replicas.unwrap_or(1);
         let sum = |f: &dyn Fn(&ReplicaSet) -> i32| owned.iter().map(|rs| f(rs)).sum::<i32>();
@@ -513,14 +513,14 @@ impl Context {
             .filter_map(|c| serde_json::to_value(&c).ok().map(|v| (c.type_.clone(), v)))
             .collect();
         let now = apimachinery::time::now_rfc3339();
-        let condition = |kind: &str, status: &str, reason: &str, message: String| {
+        let condition = |kind: &str, status: &str, reason: &str, message: String, renew: bool| {
             let prev = previous.get(kind);
             let same = prev.is_some_and(|p| p["status"] == status && p["reason"] == reason);
             let since = prev
                 .filter(|p| p["status"] == status)
                 .map(|p| p["lastTransitionTime"].clone())
                 .unwrap_or_else(|| json!(now));
-            let updated_at = if same {
+            let updated_at = if same && !renew {
                 prev.map(|p| p["lastUpdateTime"].clone())
                     .unwrap_or(json!(now))
             } else {
@@ -544,29 +544,51 @@ impl Context {
             } else {
                 "Deployment does not have minimum availability.".into()
             },
+            false,
         )];
-        let rs_name = new
-            .and_then(|n| n.metadata.name.clone())
-            .unwrap_or_default();
-        let (reason, message) = if spec.paused.unwrap_or(false) {
-            ("DeploymentPaused", "Deployment is paused".to_string())
-        } else if complete {
-            (
-                "NewReplicaSetAvailable",
-                format!("ReplicaSet \"{rs_name}\" has successfully progressed."),
-            )
-        } else {
-            (
-                "ReplicaSetUpdated",
-                format!("ReplicaSet \"{rs_name}\" is progressing."),
-            )
+        let held_status = d.status.clone().unwrap_or_default();
+        let progressed = updated > held_status.updated_replicas.unwrap_or(0)
+            || replicas_now - updated
+                < held_status.replicas.unwrap_or(0) - held_status.updated_replicas.unwrap_or(0)
+            || ready > held_status.ready_replicas.unwrap_or(0)
+            || avail > held_status.available_replicas.unwrap_or(0);
+        let epoch = apimachinery::time::now_unix();
+        let rollout = Rollout {
+            deployment: &name,
+            new_rs: new.and_then(|n| n.metadata.name.as_deref()),
+            paused: spec.paused.unwrap_or(false),
+            created,
+            complete,
+            all_updated: replicas_now == updated,
+            progressed,
+            deadline: spec
+                .progress_deadline_seconds
+                .filter(|s| *s != i32::MAX)
+                .map(i64::from),
+            previous: previous.get("Progressing").map(|p| {
+                let at = p["lastUpdateTime"].as_str().unwrap_or_default();
+                (
+                    p["status"].as_str().unwrap_or_default(),
+                    p["reason"].as_str().unwrap_or_default(),
+                    p["message"].as_str().unwrap_or_default(),
+                    apimachinery::time::parse_rfc3339(at).unwrap_or(epoch),
+                )
+            }),
+            now: epoch,
         };
-        let progressing = if spec.paused.unwrap_or(false) {
-            "Unknown"
-        } else {
-            "True"
-        };
-        conditions.push(condition("Progressing", progressing, reason, message));
+        if let Some(p) = progress(&rollout) {
+            if let Some(wait) = p.deadline_in {
+                let after = std::time::Duration::from_secs(wait.max(0) as u64 + 1);
+                informer::later(&self.requeue, &key(d), after);
+            }
+            conditions.push(condition(
+                "Progressing",
+                p.status,
+                p.reason,
+                p.message,
+                p.renew,
+            ));
+        }
         let status = json!({
             "observedGeneration": d.metadata.generation,
             "replicas": replicas_now,
@@ -590,7 +612,11 @@ impl Context {
             && conditions.iter().all(|c| {
                 previous
                     .get(c["type"].as_str().unwrap_or_default())
-                    .is_some_and(|p| p["status"] == c["status"] && p["reason"] == c["reason"])
+                    .is_some_and(|p| {
+                        p["status"] == c["status"]
+                            && p["reason"] == c["reason"]
+                            && p["lastUpdateTime"] == c["lastUpdateTime"]
+                    })
             });
         if same {
             return Ok(());
@@ -599,9 +625,158 @@ impl Context {
             self.client.clone(),
             d.metadata.namespace.as_deref().unwrap_or_default(),
         );
-        informer::write_status(&api, &name, status).await
+        informer::write_status_over(&api, &name, version, status).await
     }
 }
+
+/// What a sync saw and did that the status reports.
+struct Seen<'a> {
+    /// The ReplicaSet of the current template.
+    new: Option<&'a ReplicaSet>,
+    /// Every ReplicaSet the Deployment controls.
+    owned: &'a [Arc<ReplicaSet>],
+    /// The sync created `new`.
+    created: bool,
+    /// The Deployment's resourceVersion after the sync's own writes: the status is written
+    /// over it.
+    version: Option<&'a str>,
+}
+
+/// What `Progressing` is decided on, as kube-controller-manager's `syncRolloutStatus` sees it.
+struct Rollout<'a> {
+    deployment: &'a str,
+    new_rs: Option<&'a str>,
+    paused: bool,
+    /// The new ReplicaSet was created by this sync.
+    created: bool,
+    /// Every replica is updated and available.
+    complete: bool,
+    /// As many replicas exist as are updated.
+    all_updated: bool,
+    /// More updated, ready or available replicas than the status held, or fewer old ones.
+    progressed: bool,
+    /// `progressDeadlineSeconds`, if there is a deadline.
+    deadline: Option<i64>,
+    /// The condition held: status, reason, message and last update (Unix seconds).
+    previous: Option<(&'a str, &'a str, &'a str, i64)>,
+    now: i64,
+}
+
+/// The `Progressing` condition a [`Rollout`] gets (none without a deadline).
+#[derive(Debug, PartialEq)]
+struct Progress {
+    status: &'static str,
+    reason: &'static str,
+    message: String,
+    /// Progress seen: `lastUpdateTime` moves on even when the reason stays.
+    renew: bool,
+    /// Seconds until the deadline passes, while it runs.
+    deadline_in: Option<i64>,
+}
+
+/// Upstream's reasons: `NewReplicaSetCreated` and `FoundNewReplicaSet` start the clock,
+/// `ReplicaSetUpdated` restarts it on progress, `NewReplicaSetAvailable` ends the rollout, and
+/// `ProgressDeadlineExceeded` (False) is set once the clock passes the deadline.
+fn progress(r: &Rollout) -> Option<Progress> {
+    let deadline = r.deadline?;
+    let set = |status, reason, message: String, renew| Progress {
+        status,
+        reason,
+        message,
+        renew,
+        deadline_in: None,
+    };
+    if r.paused {
+        return Some(set(
+            "Unknown",
+            "DeploymentPaused",
+            "Deployment is paused".into(),
+            false,
+        ));
+    }
+    let about = |what: &str| match r.new_rs {
+        Some(rs) => format!("ReplicaSet \"{rs}\" {what}"),
+        None => format!("Deployment \"{}\" {what}", r.deployment),
+    };
+    let rs = r.new_rs.unwrap_or_default();
+    // The condition the rollout starts from, and since when its clock runs.
+    let (mut held, since) = match r.previous {
+        _ if r.created => {
+            let message = format!("Created new replica set \"{rs}\"");
+            (set("True", "NewReplicaSetCreated", message, true), r.now)
+        }
+        None if r.new_rs.is_some() => {
+            let message = format!("Found new replica set \"{rs}\"");
+            (set("True", "FoundNewReplicaSet", message, true), r.now)
+        }
+        None => (
+            set("True", "ReplicaSetUpdated", about("is progressing."), true),
+            r.now,
+        ),
+        Some((_, "DeploymentPaused", _, _)) => {
+            let message = "Deployment is resumed".to_string();
+            (set("Unknown", "DeploymentResumed", message, true), r.now)
+        }
+        Some((status, reason, message, at)) => {
+            let status = match status {
+                "True" => "True",
+                "False" => "False",
+                _ => "Unknown",
+            };
+            let reason = REASONS
+                .iter()
+                .find(|k| **k == reason)
+                .copied()
+                .unwrap_or("ReplicaSetUpdated");
+            (set(status, reason, message.to_string(), false), at)
+        }
+    };
+    if r.all_updated && held.reason == "NewReplicaSetAvailable" {
+        return Some(held);
+    }
+    if r.complete {
+        let done = held.reason == "NewReplicaSetAvailable";
+        return Some(set(
+            "True",
+            "NewReplicaSetAvailable",
+            about("has successfully progressed."),
+            !done,
+        ));
+    }
+    if r.progressed {
+        let mut p = set("True", "ReplicaSetUpdated", about("is progressing."), true);
+        p.deadline_in = Some(deadline);
+        return Some(p);
+    }
+    let timed_out = match held.reason {
+        "NewReplicaSetAvailable" => false,
+        "ProgressDeadlineExceeded" => true,
+        _ => since + deadline < r.now,
+    };
+    if timed_out {
+        return Some(set(
+            "False",
+            "ProgressDeadlineExceeded",
+            about("has timed out progressing."),
+            false,
+        ));
+    }
+    if held.reason != "NewReplicaSetAvailable" {
+        held.deadline_in = Some(since + deadline - r.now);
+    }
+    Some(held)
+}
+
+/// The `Progressing` reasons a held condition keeps.
+const REASONS: [&str; 7] = [
+    "NewReplicaSetCreated",
+    "FoundNewReplicaSet",
+    "ReplicaSetUpdated",
+    "NewReplicaSetAvailable",
+    "ProgressDeadlineExceeded",
+    "DeploymentPaused",
+    "DeploymentResumed",
+];
 
 fn want_plus_surge(d: &Deployment) -> i32 {
     let spec = d.spec.clone().unwrap_or_default();
@@ -625,6 +800,135 @@ mod tests {
         assert_eq!(scaled(Some(&IntOrString::Int(2)), 10, "25%", false), 2);
         assert_eq!(scaled(None, 4, "25%", true), 1);
         assert_eq!(scaled(None, 1, "25%", false), 0);
+    }
+
+    fn rollout() -> Rollout<'static> {
+        Rollout {
+            deployment: "web",
+            new_rs: Some("web-abc"),
+            paused: false,
+            created: false,
+            complete: false,
+            all_updated: false,
+            progressed: false,
+            deadline: Some(3),
+            previous: None,
+            now: 1_000,
+        }
+    }
+
+    #[test]
+    fn progress_starts_with_the_new_replica_set_and_times_out_without_progress() {
+        let created = progress(&Rollout {
+            created: true,
+            ..rollout()
+        })
+        .unwrap();
+        assert_eq!(
+            (created.status, created.reason),
+            ("True", "NewReplicaSetCreated")
+        );
+        assert_eq!(created.message, "Created new replica set \"web-abc\"");
+        assert_eq!(created.deadline_in, Some(3));
+        let found = progress(&rollout()).unwrap();
+        assert_eq!(found.reason, "FoundNewReplicaSet");
+        let held = (
+            "True",
+            "NewReplicaSetCreated",
+            "Created new replica set \"web-abc\"",
+            1_000,
+        );
+        let waiting = progress(&Rollout {
+            previous: Some(held),
+            now: 1_002,
+            ..rollout()
+        })
+        .unwrap();
+        assert_eq!(
+            (waiting.reason, waiting.renew, waiting.deadline_in),
+            ("NewReplicaSetCreated", false, Some(1))
+        );
+        let late = progress(&Rollout {
+            previous: Some(held),
+            now: 1_004,
+            ..rollout()
+        })
+        .unwrap();
+        assert_eq!(
+            (late.status, late.reason),
+            ("False", "ProgressDeadlineExceeded")
+        );
+        assert_eq!(
+            late.message,
+            "ReplicaSet \"web-abc\" has timed out progressing."
+        );
+        let moving = progress(&Rollout {
+            previous: Some(held),
+            progressed: true,
+            now: 1_004,
+            ..rollout()
+        })
+        .unwrap();
+        assert_eq!((moving.reason, moving.renew), ("ReplicaSetUpdated", true));
+        let done = progress(&Rollout {
+            previous: Some(held),
+            complete: true,
+            all_updated: true,
+            now: 1_004,
+            ..rollout()
+        })
+        .unwrap();
+        assert_eq!(
+            (done.status, done.reason),
+            ("True", "NewReplicaSetAvailable")
+        );
+        assert_eq!(done.deadline_in, None);
+        assert_eq!(
+            progress(&Rollout {
+                deadline: None,
+                ..rollout()
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn a_finished_rollout_never_times_out_and_a_paused_one_says_so() {
+        let held = (
+            "True",
+            "NewReplicaSetAvailable",
+            "ReplicaSet \"web-abc\" has successfully progressed.",
+            0,
+        );
+        let idle = progress(&Rollout {
+            previous: Some(held),
+            now: 100_000,
+            ..rollout()
+        })
+        .unwrap();
+        assert_eq!(
+            (idle.reason, idle.deadline_in),
+            ("NewReplicaSetAvailable", None)
+        );
+        let paused = progress(&Rollout {
+            paused: true,
+            ..rollout()
+        })
+        .unwrap();
+        assert_eq!(
+            (paused.status, paused.reason),
+            ("Unknown", "DeploymentPaused")
+        );
+        let resumed = progress(&Rollout {
+            previous: Some(("Unknown", "DeploymentPaused", "Deployment is paused", 0)),
+            now: 100_000,
+            ..rollout()
+        })
+        .unwrap();
+        assert_eq!(
+            (resumed.status, resumed.reason),
+            ("Unknown", "DeploymentResumed")
+        );
     }
 
     #[test]

@@ -238,6 +238,23 @@ pub async fn work<F, Fut>(
     }
 }
 
+/// Sends to `queue` the key of the `kind` controlling the object of `change` (now or before).
+pub fn queue_owner<K: Resource>(
+    queue: &mpsc::UnboundedSender<String>,
+    kind: &str,
+    change: &Change<K>,
+) {
+    for obj in [Some(&change.now), change.before.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(o) = controller_of(&**obj).filter(|o| o.kind == kind) {
+            let ns = obj.meta().namespace.as_deref().unwrap_or_default();
+            let _ = queue.send(format!("{ns}/{}", o.name));
+        }
+    }
+}
+
 /// What the workload controllers read of a pod: its metadata (without managed fields), node,
 /// node affinity and container ports, and its status without the container details.
 pub fn slim_pod(mut p: Pod) -> Pod {
@@ -320,7 +337,25 @@ pub async fn write_status<K>(
 where
     K: Clone + DeserializeOwned + std::fmt::Debug,
 {
-    let patch = kube::api::Patch::Merge(serde_json::json!({ "status": status }));
+    write_status_over(api, name, None, status).await
+}
+
+/// Like [`write_status`], only over `resource_version` when given: a status decided on a copy
+/// the object has moved on from is refused (409) and the sync runs again on the new one.
+pub async fn write_status_over<K>(
+    api: &Api<K>,
+    name: &str,
+    resource_version: Option<&str>,
+    status: serde_json::Value,
+) -> Result<(), kube::Error>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut body = serde_json::json!({ "status": status });
+    if let Some(rv) = resource_version {
+        body["metadata"] = serde_json::json!({ "resourceVersion": rv });
+    }
+    let patch = kube::api::Patch::Merge(body);
     let written = api
         .patch_status(name, &kube::api::PatchParams::default(), &patch)
         .await;

@@ -42,14 +42,7 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
     let (pods, pods_task) = informer::run_slim(
         Api::<Pod>::all(client.clone()),
         informer::slim_pod,
-        move |c| {
-            for p in [Some(&c.now), c.before.as_ref()].into_iter().flatten() {
-                if let Some(o) = controller_of(&**p).filter(|o| o.kind == "Job") {
-                    let ns = p.metadata.namespace.as_deref().unwrap_or_default();
-                    let _ = queue.send(format!("{ns}/{}", o.name));
-                }
-            }
-        },
+        move |c| informer::queue_owner(&queue, "Job", &c),
         shutdown.clone(),
     );
     tokio::spawn(jobs_task);

@@ -2,7 +2,9 @@
 //! embedded control plane, as a beehive module of cloudcore. Each controller talks to the API
 //! only through the `kube` crate, with watches and the same REST layer as any client, so a
 //! restart relists and converges. Today: the scheduler ([`scheduler`]) the Deployment
-//! ([`deployment`]), DaemonSet ([`daemonset`]), Job ([`job`]), CronJob ([`cronjob`]) and ReplicaSet ([`replicaset`]) controllers, the EndpointSlice/Endpoints
+//! ([`deployment`]), DaemonSet ([`daemonset`]), Job ([`job`]), CronJob ([`cronjob`]) and ReplicaSet
+//! ([`replicaset`]) controllers (revision history in ControllerRevisions: [`history`]), the
+//! EndpointSlice/Endpoints
 //! controller ([`endpoints`]) the garbage collector ([`gc`]) and node lifecycle
 //! without eviction ([`nodelifecycle`]).
 #![forbid(unsafe_code)]
@@ -14,6 +16,7 @@ pub mod deployment;
 pub mod endpoints;
 pub mod events;
 pub mod gc;
+pub mod history;
 pub mod informer;
 pub mod job;
 pub mod nodelifecycle;
