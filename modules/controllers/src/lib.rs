@@ -2,9 +2,9 @@
 //! embedded control plane, as a beehive module of cloudcore. Each controller talks to the API
 //! only through the `kube` crate, with watches and the same REST layer as any client, so a
 //! restart relists and converges. Today: the scheduler ([`scheduler`]) the Deployment
-//! ([`deployment`]), DaemonSet ([`daemonset`]), Job ([`job`]), CronJob ([`cronjob`]) and ReplicaSet
-//! ([`replicaset`]) controllers (revision history in ControllerRevisions: [`history`]), the
-//! EndpointSlice/Endpoints
+//! ([`deployment`]), DaemonSet ([`daemonset`]), StatefulSet ([`statefulset`], its revisions in
+//! ControllerRevisions: [`history`]), Job ([`job`]), CronJob ([`cronjob`]) and ReplicaSet
+//! ([`replicaset`]) controllers, the EndpointSlice/Endpoints
 //! controller ([`endpoints`]) the garbage collector ([`gc`]) and node lifecycle
 //! without eviction ([`nodelifecycle`]).
 #![forbid(unsafe_code)]
@@ -22,6 +22,7 @@ pub mod job;
 pub mod nodelifecycle;
 pub mod replicaset;
 pub mod scheduler;
+pub mod statefulset;
 
 use beehive::{Context, Mailbox, Module, ModuleError};
 use tokio_util::sync::CancellationToken;
@@ -112,6 +113,11 @@ impl Module for Controllers {
         tasks.spawn(nodelifecycle::run(
             self.client.clone(),
             self.config.node_monitor_grace_period,
+            stop.clone(),
+        ));
+        tasks.spawn(statefulset::run(
+            self.client.clone(),
+            recorder(statefulset::NAME),
             stop.clone(),
         ));
         tasks.spawn(deployment::run(
