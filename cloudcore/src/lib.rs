@@ -64,9 +64,15 @@ pub async fn start_with(
     };
     let mut hub = None;
     if config.modules.cloud_hub.enable {
-        let (module, handle) = CloudHub::bind(config.modules.cloud_hub.clone(), shutdown.clone())
-            .await
-            .context("starting modules.cloudHub")?;
+        // The certificate service keeps its tokens and join records in the Kubernetes API.
+        let kube = match &kubeconfig {
+            Some(path) => Some(kube_client(path).await?),
+            None => None,
+        };
+        let (module, handle) =
+            CloudHub::bind_with(config.modules.cloud_hub.clone(), shutdown.clone(), kube)
+                .await
+                .context("starting modules.cloudHub")?;
         runtime.register(module);
         hub = Some(handle);
     }

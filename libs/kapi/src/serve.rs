@@ -90,6 +90,10 @@ struct Counters {
 #[derive(Clone, Debug)]
 pub struct PeerCertificate(pub rustls::pki_types::CertificateDer<'static>);
 
+/// The address a request's connection came from, on each request.
+#[derive(Clone, Copy, Debug)]
+pub struct RemoteAddr(pub SocketAddr);
+
 /// The connection a request came on, as a request extension: the routes call
 /// [`Connection::authenticated`] once a request carried a user.
 #[derive(Clone, Debug)]
@@ -347,6 +351,7 @@ impl Server {
             connection: held,
             activity: Arc::clone(&activity),
             cert,
+            remote: RemoteAddr(remote),
             shutdown: self.shutdown.clone(),
         };
         let app = self
@@ -400,15 +405,17 @@ struct PerRequest {
     connection: Connection,
     activity: Arc<Activity>,
     cert: Option<PeerCertificate>,
+    remote: RemoteAddr,
     /// Ends [`Endless`] bodies.
     shutdown: CancellationToken,
 }
 
-/// Adds the connection (and its client certificate) to the request, keeps the request in
+/// Adds the connection, its client's address (and certificate) to the request, keeps the request in
 /// flight until its response body is dropped, and ends an [`Endless`] body at shutdown.
 async fn per_request(State(ctx): State<PerRequest>, mut req: Request, next: Next) -> Response {
     let in_flight = ctx.activity.start();
     req.extensions_mut().insert(ctx.connection);
+    req.extensions_mut().insert(ctx.remote);
     if let Some(cert) = ctx.cert {
         req.extensions_mut().insert(cert);
     }

@@ -165,6 +165,49 @@ impl Ca {
     }
 }
 
+/// The node a CSR asks a certificate for: its common name after `system:node:`.
+pub fn csr_node_name(csr_pem: &str) -> Result<String, PkiError> {
+    let csr = CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| PkiError::Csr(format!("unreadable CSR: {e}")))?;
+    let cn = match csr.params.distinguished_name.get(&DnType::CommonName) {
+        Some(rcgen::DnValue::Utf8String(s)) => s.clone(),
+        Some(rcgen::DnValue::PrintableString(s)) => s.as_str().to_string(),
+        _ => return Err(PkiError::Csr("the CSR has no common name".into())),
+    };
+    match cn.strip_prefix(NODE_CN_PREFIX) {
+        Some(node) if valid_node_name(node) => Ok(node.to_string()),
+        _ => Err(PkiError::Csr(format!(
+            "the CSR's common name {cn:?} is not {NODE_CN_PREFIX}<node name> with a DNS-1123 subdomain as the name"
+        ))),
+    }
+}
+
+/// Whether `name` is a valid node name (a DNS-1123 subdomain).
+pub fn valid_node_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// The validity window of a certificate, as seconds since the Unix epoch.
+pub fn validity(cert_pem: &str) -> Result<(i64, i64), PkiError> {
+    let der = first_cert(cert_pem)?;
+    let (_, parsed) =
+        x509_parser::parse_x509_certificate(der.as_ref()).map_err(|_| PkiError::Pem {
+            what: "certificate",
+        })?;
+    let v = parsed.validity();
+    Ok((v.not_before.timestamp(), v.not_after.timestamp()))
+}
+
 /// A new key and a CSR for node `node` (what `keadm join` sends to the cert service).
 pub fn node_csr(node: &str) -> Result<(String, String), PkiError> {
     let key = KeyPair::generate()?;
@@ -239,8 +282,11 @@ fn san(host: &str) -> Result<SanType, PkiError> {
 
 fn set_validity(params: &mut CertificateParams, validity: Duration) {
     let now = std::time::SystemTime::now();
-    // Backdate a little so peers with slightly slow clocks accept a fresh certificate.
-    params.not_before = (now - Duration::from_secs(300)).into();
+    // Backdate a little so peers with slightly slow clocks accept a fresh certificate: five
+    // minutes, or a tenth of a short validity (renewal is scheduled at a share of the whole
+    // window, which the backdating must not dominate).
+    let backdate = Duration::from_secs(300).min(validity / 10);
+    params.not_before = (now - backdate).into();
     params.not_after = (now + validity).into();
 }
 
@@ -283,21 +329,38 @@ fn pem_file(what: &'static str, path: &Path, source: PkiError) -> PkiError {
     }
 }
 
-/// Writes a PEM file, making its directory; the error names the path.
+/// Writes a PEM file atomically (a temporary file renamed over it), creating its directory. A
+/// file holding a private key is readable by its owner only (mode 0600).
 pub fn write_pem(path: &Path, text: &str) -> Result<(), PkiError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+
     let io = |source| PkiError::Io {
         op: "writing",
         path: path.into(),
         source,
     };
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    std::fs::write(path, text).map_err(|source| PkiError::Io {
-        op: "writing",
-        path: path.into(),
-        source,
-    })
+    let mode = if text.contains("PRIVATE KEY") {
+        0o600
+    } else {
+        0o644
+    };
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(io)?;
+    file.write_all(text.as_bytes()).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
 }
 
 #[cfg(test)]

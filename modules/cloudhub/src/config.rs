@@ -57,6 +57,14 @@ pub struct Config {
     pub websocket: Listener<WebSocketDefaults>,
     /// QUIC listener: disabled, `0.0.0.0:10001` by default.
     pub quic: Listener<QuicDefaults>,
+    /// The certificate service (HTTPS): `GET /ca.crt`, and `POST /edge.crt` to sign a node's
+    /// CSR, with a bootstrap token (`keadm join`) or over mutual TLS with the node's current
+    /// certificate (renewal). Enabled, `0.0.0.0:10002` by default.
+    pub https: Listener<HttpsDefaults>,
+    /// Validity of the node certificates the certificate service signs: a duration (`720h`)
+    /// or, as in KubeEdge, a bare number of days. Default `8760h` (365 days).
+    #[serde(with = "days_or_duration")]
+    pub edge_cert_signing_duration: Duration,
     /// Module that says what each node should hold and takes upstream messages. Default `edgecontroller`.
     pub controller_module: String,
     /// How long cloudhub waits for the controller to answer. Default `30s`.
@@ -84,6 +92,10 @@ pub trait ListenerDefaults: Clone + std::fmt::Debug + PartialEq + Eq {
     const ENABLE: bool;
 }
 
+/// The certificate service: on, port 10002.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpsDefaults;
+
 /// WebSocket: on, port 10000.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WebSocketDefaults;
@@ -100,6 +112,48 @@ impl ListenerDefaults for WebSocketDefaults {
 impl ListenerDefaults for QuicDefaults {
     const PORT: u16 = 10001;
     const ENABLE: bool = false;
+}
+
+impl ListenerDefaults for HttpsDefaults {
+    const PORT: u16 = 10002;
+    const ENABLE: bool = true;
+}
+
+/// Serde for a duration that may be a bare number of days (KubeEdge's
+/// `edgeCertSigningDuration` is in days): `720h`, or `365`.
+#[allow(non_camel_case_types)]
+struct days_or_duration;
+
+impl days_or_duration {
+    fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        daemon::duration::serialize(d, s)
+    }
+
+    fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Days(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Days(days) => Ok(Duration::from_secs(days * 86400)),
+            Raw::Text(t) => daemon::duration::parse(&t).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl schemars::JsonSchema for days_or_duration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DaysOrDuration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A duration with unit ms, s, m or h (`720h`), or a bare number of days",
+        })
+    }
 }
 
 // === impl Config ===
@@ -125,6 +179,8 @@ impl Default for Config {
             dns_names: vec!["localhost".into()],
             websocket: Listener::default(),
             quic: Listener::default(),
+            https: Listener::default(),
+            edge_cert_signing_duration: Duration::from_secs(365 * 86400),
             controller_module: "edgecontroller".into(),
             controller_timeout: Duration::from_secs(30),
         }

@@ -14,6 +14,13 @@ pub enum HubError {
         #[source]
         source: link::LinkError,
     },
+    /// The certificate service's listener could not be bound.
+    #[error("binding the certificate service (https) on {addr}")]
+    BindHttps {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     /// The connection failed (TLS, socket, bad frame).
     #[error("link")]
     Link(#[from] link::LinkError),

@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 mod certs;
+mod certserver;
 mod config;
 mod error;
 mod metrics;
@@ -42,6 +43,7 @@ use std::time::Duration;
 
 use beehive::{Context, Mailbox, Message, Module, ModuleError, Operation};
 use link::{Listener, ServerTls, Transport};
+use pki::Ca;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -67,6 +69,7 @@ pub struct Handle {
     shared: Arc<Shared>,
     websocket: Option<SocketAddr>,
     quic: Option<SocketAddr>,
+    https: Option<SocketAddr>,
     ca_pem: String,
 }
 
@@ -110,6 +113,16 @@ impl CloudHub {
         config: Config,
         shutdown: CancellationToken,
     ) -> Result<(CloudHub, Handle), HubError> {
+        CloudHub::bind_with(config, shutdown, None).await
+    }
+
+    /// Like [`CloudHub::bind`]; `kube` is the Kubernetes API the certificate service keeps its
+    /// tokens and join records in (without it, joins are refused; renewals work).
+    pub async fn bind_with(
+        config: Config,
+        shutdown: CancellationToken,
+        kube: Option<kube::Client>,
+    ) -> Result<(CloudHub, Handle), HubError> {
         let certs = certs::ensure(&config)?;
         let tls = ServerTls {
             ca_pem: certs.ca.cert_pem().to_string(),
@@ -139,6 +152,22 @@ impl CloudHub {
             quic = Some(l.local_addr());
             listeners.push(l);
         }
+        let tasks = TaskTracker::new();
+        let https = match config.https.enable {
+            true => Some(
+                certserver::start(
+                    config.https.socket_addr(),
+                    Ca::from_pem(certs.ca.cert_pem(), &certs.ca.key_pem())?,
+                    &certs.server,
+                    kube,
+                    config.edge_cert_signing_duration,
+                    shutdown.clone(),
+                    &tasks,
+                )
+                .await?,
+            ),
+            false => None,
+        };
         let window = WindowConfig {
             window: config.window,
             ..WindowConfig::default()
@@ -151,13 +180,14 @@ impl CloudHub {
             handshakes_refused: AtomicU64::new(0),
             handshakes_waiting: AtomicUsize::new(0),
             shutdown,
-            tasks: TaskTracker::new(),
+            tasks,
             config,
         });
         let handle = Handle {
             shared: shared.clone(),
             websocket,
             quic,
+            https,
             ca_pem: certs.ca.cert_pem().to_string(),
         };
         Ok((
@@ -413,6 +443,11 @@ impl Handle {
     /// Where the QUIC listener is bound, if enabled.
     pub fn quic_addr(&self) -> Option<SocketAddr> {
         self.quic
+    }
+
+    /// Where the certificate service is bound, if enabled.
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.https
     }
 
     /// The CA certificate edges must trust (and whose node certificates cloudhub accepts).

@@ -53,6 +53,8 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
 struct NodeState {
     /// The host's part of `nodeInfo`, read once.
     info: Value,
+    /// Whether `nodeLabels` are on the Node.
+    labelled: bool,
     /// The last status sent (without times) and when.
     sent: Option<(Value, Instant)>,
     /// Each condition's status and since when it holds.
@@ -118,6 +120,9 @@ struct PressureSeen {
 
 impl NodeState {
     async fn send_status(&mut self, shared: &Shared) {
+        if !self.labelled && !shared.config.node_labels.is_empty() {
+            self.send_labels(shared).await;
+        }
         let runtime = match shared.cri.version().await {
             Ok(v) => format!("{}://{}", v.runtime_name, v.runtime_version),
             Err(_) => String::new(),
@@ -148,6 +153,25 @@ impl NodeState {
             Ok(_) => self.sent = Some((status, Instant::now())),
             Err(e) => {
                 tracing::info!(node_id = %shared.node, error = %e, "node status not sent; retrying")
+            }
+        }
+    }
+
+    /// Puts `nodeLabels` on the Node (once it exists; retried with each status tick until it
+    /// is done).
+    async fn send_labels(&mut self, shared: &Shared) {
+        let api: Api<Node> = Api::all(shared.client.clone());
+        let patch = Patch::Merge(json!({"metadata": {"labels": shared.config.node_labels}}));
+        match api
+            .patch(&shared.node, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(node_id = %shared.node, labels = ?shared.config.node_labels, "node labels set");
+                self.labelled = true;
+            }
+            Err(e) => {
+                tracing::info!(node_id = %shared.node, error = %e, "node labels not set yet; retrying")
             }
         }
     }

@@ -27,6 +27,13 @@ pub struct Config {
     pub tls_cert_file: PathBuf,
     /// This node's key. Default `/etc/kubeedge/certs/edgecore.key`.
     pub tls_private_key_file: PathBuf,
+    /// The certificate service (cloudhub's `https`), for renewing the node certificate. Default
+    /// `https://127.0.0.1:10002`.
+    pub http_server: String,
+    /// Renew the node certificate before it expires, at a random point between 70% and 90% of
+    /// its lifetime, over mutual TLS with the current one; the link then reconnects with the new
+    /// certificate. Default true.
+    pub rotate_certificates: bool,
     /// Name cloudhub's certificate must carry. Default: the host of the server address dialled.
     pub server_name: Option<String>,
     /// WebSocket transport (used when enabled; QUIC otherwise).
@@ -113,6 +120,8 @@ impl Default for Config {
             tls_cert_file: "/etc/kubeedge/certs/edgecore.crt".into(),
             tls_private_key_file: "/etc/kubeedge/certs/edgecore.key".into(),
             server_name: None,
+            http_server: "https://127.0.0.1:10002".into(),
+            rotate_certificates: true,
             websocket: Transport::default(),
             quic: Transport::default(),
             message_qps: 100,

@@ -25,6 +25,9 @@ pub enum HubError {
     /// cloudhub refused the hello, or answered something else.
     #[error("handshake")]
     Handshake(#[from] wire::HandshakeError),
+    /// The node certificate was renewed: the session ends so the next one uses it.
+    #[error("the node certificate was renewed")]
+    Renewed,
     /// cloudhub sent nothing in time after the hello.
     #[error("no welcome within the handshake timeout")]
     NoWelcome,

@@ -11,6 +11,7 @@
 mod config;
 mod error;
 mod metrics;
+mod renew;
 mod session;
 
 use std::sync::Arc;
@@ -45,7 +46,10 @@ pub enum LinkState {
 pub struct EdgeHub {
     config: Config,
     node: String,
-    tls: ClientTls,
+    /// The node's TLS identity; swapped by a certificate renewal.
+    tls: std::sync::RwLock<ClientTls>,
+    /// Told when the certificate was renewed: the session ends and edgehub dials again.
+    renewed: tokio::sync::Notify,
     meta: metamanager::Handle,
     /// The only way the cloud's objects reach the edge store.
     downstream: metamanager::Downstream,
@@ -122,7 +126,8 @@ impl EdgeHub {
             EdgeHub {
                 config,
                 node: certified,
-                tls,
+                tls: std::sync::RwLock::new(tls),
+                renewed: tokio::sync::Notify::new(),
                 meta,
                 downstream,
                 state,
@@ -131,6 +136,18 @@ impl EdgeHub {
             },
             handle,
         ))
+    }
+
+    /// The node's current TLS identity.
+    fn identity(&self) -> ClientTls {
+        self.tls.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Takes a renewed certificate and key for the next connections.
+    fn set_identity(&self, cert_pem: String, key_pem: String) {
+        let mut tls = self.tls.write().unwrap_or_else(|p| p.into_inner());
+        tls.cert_pem = cert_pem;
+        tls.key_pem = key_pem;
     }
 
     /// The wait before connection attempt `attempt` (0: none): full jitter over an exponential
@@ -184,7 +201,17 @@ impl Module for EdgeHub {
         shutdown: CancellationToken,
     ) -> Result<(), ModuleError> {
         self.tasks.reopen();
-        let ended = self.serve(ctx, mailbox, &shutdown).await;
+        let serve = self.serve(ctx, mailbox, &shutdown);
+        let ended = match self.config.rotate_certificates {
+            true => {
+                tokio::pin!(serve);
+                tokio::select! {
+                    ended = &mut serve => ended,
+                    () = renew::run(self, &shutdown) => serve.await,
+                }
+            }
+            false => serve.await,
+        };
         self.tasks.close();
         self.tasks.wait().await;
         ended
@@ -236,6 +263,11 @@ impl EdgeHub {
                     return Ok(());
                 }
                 Err(HubError::Store(e)) => return Err(e.into()),
+                Err(HubError::Renewed) => {
+                    tracing::info!(%server, "link to cloudhub closed to reconnect with the renewed certificate");
+                    attempt = 0;
+                    continue;
+                }
                 Err(e) => tracing::warn!(%server, error = %e, "link to cloudhub lost"),
                 Ok(()) => tracing::info!(%server, "link to cloudhub closed by the cloud"),
             }

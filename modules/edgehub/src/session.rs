@@ -25,6 +25,8 @@ fn now() -> Instant {
 
 /// A connection that got its welcome.
 pub(crate) struct Established {
+    /// The certificate this connection presented.
+    cert_pem: String,
     sink: FrameSink,
     frames: link::FrameChannel,
     welcome: wire::Welcome,
@@ -44,7 +46,7 @@ pub(crate) async fn dial(hub: &EdgeHub, server: &str) -> Result<Established, Hub
             server: server.into(),
             source: std::io::Error::other("no address"),
         })?;
-    let mut tls = hub.tls.clone();
+    let mut tls = hub.identity();
     tls.server_name = hub
         .config
         .server_name
@@ -78,6 +80,7 @@ pub(crate) async fn dial(hub: &EdgeHub, server: &str) -> Result<Established, Hub
         None => return Err(HubError::PeerClosed("closed before welcome".into())),
     };
     Ok(Established {
+        cert_pem: tls.cert_pem,
         sink,
         frames,
         welcome,
@@ -94,6 +97,7 @@ pub(crate) async fn run(
     server: &str,
 ) -> Result<(), HubError> {
     let Established {
+        cert_pem,
         sink,
         mut frames,
         welcome,
@@ -117,6 +121,7 @@ pub(crate) async fn run(
     };
     let mut session = Session {
         hub,
+        cert_pem,
         ctx,
         sink,
         outbound,
@@ -147,6 +152,8 @@ pub(crate) async fn run(
 
 struct Session<'a> {
     hub: &'a EdgeHub,
+    /// The certificate this session's connection presented.
+    cert_pem: String,
     ctx: &'a Context,
     sink: FrameSink,
     /// Upstream queue and window; per session (the durable queue is the outbox).
@@ -205,6 +212,12 @@ impl Session<'_> {
                     }
                 }
                 _ = self.hub.meta.outbox_changed() => self.outbox_dirty = true,
+                () = self.hub.renewed.notified() => {
+                    // A renewal made before this connection was dialled is already in use.
+                    if self.hub.identity().cert_pem != self.cert_pem {
+                        return Err(HubError::Renewed);
+                    }
+                }
                 _ = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {}
             }
         }

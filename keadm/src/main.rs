@@ -1,0 +1,5 @@
+//! `keadm`: see the library.
+
+fn main() -> std::process::ExitCode {
+    keadm::main()
+}
