@@ -21,6 +21,7 @@ fn test_config() -> String {
         .replace("0.0.0.0", "127.0.0.1")
         .replace("port: 10000", "port: 0")
         .replace("port: 10001", "port: 0")
+        .replace("port: 10002", "port: 0")
 }
 
 #[test]

@@ -157,6 +157,9 @@ pub fn cloud_config(pki: &Pki, ports: Ports) -> cloudcore::Config {
     hub.quic.enable = true;
     hub.quic.address = [127, 0, 0, 1].into();
     hub.quic.port = ports.quic;
+    // The certificate service on an ephemeral loopback port: tests run side by side.
+    hub.https.address = [127, 0, 0, 1].into();
+    hub.https.port = 0;
     hub.keepalive_interval = Duration::from_secs(2);
     hub.keepalive_timeout = Duration::from_secs(6);
     let api = &mut config.modules.api_server;
