@@ -160,6 +160,14 @@ fn next_steps(paths: &CloudPaths, args: &InitArgs) {
         .first()
         .map(|a| a.to_string())
         .unwrap_or_else(|| "<cloud address>".into());
+    let hub = daemon::load_yaml::<cloudcore::Config>(&paths.config)
+        .map(|c| c.modules.cloud_hub)
+        .unwrap_or_default();
+    let certport = match hub.https.port {
+        10002 => String::new(),
+        port => format!(" --certport {port}"),
+    };
+    let ws = hub.websocket.port;
     let kubeconfig = args
         .kube_config
         .as_ref()
@@ -167,7 +175,7 @@ fn next_steps(paths: &CloudPaths, args: &InitArgs) {
         .display()
         .to_string();
     eprintln!(
-        "\nNext steps:\n  1. start cloudcore:        cloudcore --config {}\n  2. get a token:            keadm gettoken --kube-config {kubeconfig}\n  3. on each edge machine:   keadm join --cloudcore-ipport {cloud}:10000 --token <token>",
+        "\nNext steps:\n  1. start cloudcore:        cloudcore --config {}\n  2. get a token:            keadm gettoken --kube-config {kubeconfig}\n  3. on each edge machine:   keadm join --cloudcore-ipport {cloud}:{ws}{certport} --token <token>",
         paths.config.display()
     );
 }
