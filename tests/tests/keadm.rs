@@ -334,6 +334,60 @@ async fn refused_joins_say_why() {
     assert!(err.contains("kubectl delete csr kubeedge-node-n1"), "{err}");
     let err = refused(cloud.join(dir.path(), "n1", &token, "127.0.0.1").await);
     assert!(err.contains("this machine has already joined"), "{err}");
+
+    // keadm reset removes what join wrote here; the cloud still knows the name.
+    let etc = dir.path().join("n1/etc");
+    let reset: Vec<String> = [
+        "keadm",
+        "reset",
+        "--force",
+        "--config-dir",
+        &etc.display().to_string(),
+        "--data-dir",
+        &dir.path().join("n1/var").display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert!(etc.join("config/edgecore.yaml").exists());
+    keadm(&reset).await.unwrap();
+    for gone in [
+        "config/edgecore.yaml",
+        "certs/edgecore.crt",
+        "certs/edgecore.key",
+    ] {
+        assert!(!etc.join(gone).exists(), "{gone} removed");
+    }
+    keadm(&reset).await.unwrap();
+    let err = refused(cloud.join(dir.path(), "n1", &token, "127.0.0.1").await);
+    assert!(err.contains("has already joined"), "{err}");
+
+    // Failed attempts from one address are held back after a burst.
+    let ca = std::fs::read_to_string(cloud.config_dir.join("ca/rootCA.crt")).unwrap();
+    let tls = std::sync::Arc::new(pki::client_config(&ca, None, &[b"http/1.1"]).unwrap());
+    let addr = format!("127.0.0.1:{}", cloud.hub().https_addr().unwrap().port());
+    let (csr, _) = pki::node_csr("n9").unwrap();
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let resp = bootstrap::https::request(
+            &addr,
+            tls.clone(),
+            http::Method::POST,
+            bootstrap::paths::EDGE_CERT,
+            &[("authorization", "Bearer abcdef.0123456789abcdef".into())],
+            csr.clone().into_bytes(),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        if resp.status == 429 {
+            assert!(resp.headers.contains_key("retry-after"));
+            assert!(String::from_utf8_lossy(&resp.body).contains("too many failed attempts"));
+        }
+        statuses.push(resp.status);
+    }
+    assert_eq!(statuses.first(), Some(&401), "{statuses:?}");
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
     cloud.stop().await;
 }
 
