@@ -68,6 +68,10 @@ pub struct JoinArgs {
     /// Write everything but do not start edgecore.
     #[arg(long)]
     pub no_start: bool,
+    /// Start edgecore as a detached process (pid file in the data dir) even when systemd runs:
+    /// for several nodes on one machine, as the quickstart makes.
+    #[arg(long)]
+    pub no_systemd: bool,
 }
 
 /// The files `keadm join` makes.
@@ -285,7 +289,7 @@ fn start(args: &JoinArgs, paths: &EdgePaths, node: &str) -> anyhow::Result<()> {
             .exec();
         anyhow::bail!("cannot run {}: {err}", edgecore.display());
     }
-    if systemd_runs() {
+    if !args.no_systemd && systemd_runs() {
         let unit = unit_name(&args.dirs, node);
         let file = PathBuf::from(format!("/etc/systemd/system/{unit}.service"));
         let text = format!(
