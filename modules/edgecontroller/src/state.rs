@@ -430,10 +430,11 @@ impl State {
                 refs: held,
             } = &old.info
         {
-            if old_node != node && !old_node.is_empty() {
-                self.unbind(old_node, old, held, out);
-            } else {
+            // An unbound pod holds no references: binding it (the scheduler) references all.
+            if old_node == node {
                 old_refs = held;
+            } else if !old_node.is_empty() {
+                self.unbind(old_node, old, held, out);
             }
         }
         if node.is_empty() {

@@ -101,6 +101,32 @@ fn a_pod_brings_what_it_references_first_and_an_unreferenced_secret_stays_in_the
 }
 
 #[test]
+fn a_pod_bound_after_its_creation_brings_what_it_references() {
+    let mut s = state();
+    s.apply(node(&s, "e1", true, "1"));
+    s.apply(named(&s, "configmaps", "cfg", "2"));
+    s.apply(named(&s, "serviceaccounts", "sa", "3"));
+    // Created unbound (a controller's pod), then bound by the scheduler.
+    assert!(s.apply(pod(&s, "p", "", "cfg", "4")).is_empty());
+    let mut got = summary(&s.apply(pod(&s, "p", "e1", "cfg", "5")));
+    let last = got.pop().unwrap();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            up("e1", "configmaps/default/cfg"),
+            up("e1", "serviceaccounts/default/sa")
+        ]
+    );
+    assert_eq!(last, up("e1", "pods/default/p"));
+    let out = summary(&s.delete("pods/default/p"));
+    assert!(
+        out.contains(&del("e1", "configmaps/default/cfg")),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn a_shared_reference_leaves_the_node_with_its_last_pod() {
     let mut s = state();
     s.apply(node(&s, "e1", true, "1"));
