@@ -1,7 +1,7 @@
 //! apimachinery: the Kubernetes API semantics both REST endpoints (the embedded control plane
 //! and the edge's lwproxy) share, as pure functions with no I/O: which resources exist and how
 //! they are named ([`catalog`]), label and field selectors ([`selector`]), the fields an object
-//! is selected by ([`fields`]), the three patch types ([`patch`]), what a pod references ([`podrefs`]), `kubectl get` tables
+//! is selected by ([`fields`]), the patch types ([`patch`]), field ownership and server-side apply ([`managedfields`]), what a pod references ([`podrefs`]), `kubectl get` tables
 //! ([`table`]), `Status` errors ([`status`]) and what a status write changes ([`statuswrite`]).
 #![forbid(unsafe_code)]
 
@@ -11,6 +11,7 @@ pub mod configdata;
 pub mod defaults;
 pub mod fields;
 pub mod forward;
+pub mod managedfields;
 pub mod noderules;
 pub mod object;
 pub mod patch;

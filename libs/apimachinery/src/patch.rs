@@ -1,14 +1,14 @@
 //! JSON patch, JSON merge patch and strategic merge patch.
 //!
-//! Server-side apply (`application/apply-patch+yaml`) is not implemented: it is refused with
-//! [`PatchError::Unsupported`] (415) for every resource, which kubectl and client-go take as
-//! "use client-side apply".
+//! Server-side apply (`application/apply-patch+yaml`) needs the object's field owners, so it
+//! is not a patch of this module: [`crate::managedfields::apply`] does it, and [`apply`]
+//! refuses it.
 
 use serde_json::Value;
 
 use crate::catalog::ResourceInfo;
 
-mod schema;
+pub(crate) mod schema;
 mod strategic;
 
 /// The patch types, by request content type.
@@ -76,7 +76,7 @@ impl PatchType {
 /// Applies `patch` (raw body) of type `kind` to `original`. Strategic merge uses the merge
 /// keys and patch strategies of the built-in kinds (Pod, Node, Service, ...); it is refused with
 /// [`PatchError::Unsupported`] for custom resources, as kube-apiserver does. Server-side apply
-/// is refused for every resource.
+/// is refused here: it goes through [`crate::managedfields::apply`].
 pub fn apply(
     info: &ResourceInfo,
     kind: PatchType,

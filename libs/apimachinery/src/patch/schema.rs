@@ -1,6 +1,7 @@
 //! The patch strategies of the built-in kinds' lists, from the `patchStrategy` and
 //! `patchMergeKey` struct tags of k8s.io/api. Lists not named here are atomic (replaced whole),
-//! as are all lists of kinds not named here; maps always merge.
+//! as are all lists of kinds not named here; maps always merge. The pod templates of the
+//! workload kinds (Deployment, Job, CronJob, PodTemplate, ...) merge as a Pod's spec does.
 
 use crate::catalog::ResourceInfo;
 
@@ -28,6 +29,8 @@ enum Kind {
     Namespace,
     ServiceAccount,
     CsiNode,
+    /// A kind holding a pod template at this path (`spec.template`).
+    Template(&'static [&'static str]),
     Other,
 }
 
@@ -53,6 +56,11 @@ impl Schema {
             ("", "Namespace") => Kind::Namespace,
             ("", "ServiceAccount") => Kind::ServiceAccount,
             ("storage.k8s.io", "CSINode") => Kind::CsiNode,
+            ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
+            | ("batch", "Job")
+            | ("", "ReplicationController") => Kind::Template(&["spec", "template"]),
+            ("batch", "CronJob") => Kind::Template(&["spec", "jobTemplate", "spec", "template"]),
+            ("", "PodTemplate") => Kind::Template(&["template"]),
             _ => Kind::Other,
         };
         Schema { kind }
@@ -72,6 +80,7 @@ impl Schema {
             Kind::Namespace => conditions_only(&path),
             Kind::ServiceAccount => service_account(&path),
             Kind::CsiNode => csi_node(&path),
+            Kind::Template(prefix) => template(prefix, &path),
             Kind::Other => ListStrategy::Atomic,
         }
     }
@@ -115,6 +124,18 @@ fn pod_spec(path: &[&str]) -> ListStrategy {
         ["topologySpreadConstraints"] => ListStrategy::MergeKey("topologyKey"),
         _ => ListStrategy::Atomic,
     }
+}
+
+/// A workload: its pod template's metadata and spec, and its status conditions.
+fn template(prefix: &[&str], path: &[&str]) -> ListStrategy {
+    if let Some(rest) = path.strip_prefix(prefix) {
+        return match rest {
+            ["metadata", meta @ ..] => object_meta(meta),
+            ["spec", spec @ ..] => pod_spec(spec),
+            _ => ListStrategy::Atomic,
+        };
+    }
+    conditions_only(path)
 }
 
 fn container(field: &str) -> ListStrategy {

@@ -1,0 +1,274 @@
+//! Objects as field sets, and the edits apply makes: the leaves of an object (scalars, atomic
+//! lists, empty maps, and the items of keyed lists and sets, whose fields count too), the value
+//! at a path, removing a path, and merging an applied configuration into a live object.
+//!
+//! A list is keyed by its merge key when every item is an object carrying it, with no key
+//! twice, and a set when every item is a scalar; otherwise it is atomic, whatever the schema
+//! says, as the data cannot be addressed item by item.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use super::fieldset::{self, Element, FieldSet, Path, Step};
+use crate::patch::schema::{ListStrategy, Schema};
+
+/// How one list is addressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ListKind {
+    Atomic,
+    Set,
+    Keyed(&'static str),
+}
+
+/// Walks objects knowing where it is for the schema (the object keys from the root).
+pub(crate) struct Walker<'a> {
+    schema: &'a Schema,
+}
+
+// === impl Walker ===
+
+impl<'a> Walker<'a> {
+    pub(crate) fn new(schema: &'a Schema) -> Walker<'a> {
+        Walker { schema }
+    }
+
+    /// Every leaf of `obj` (nulls are no fields).
+    pub(crate) fn fields(&self, obj: &Value) -> FieldSet {
+        let mut out = Vec::new();
+        if let Value::Object(map) = obj {
+            self.map_fields(map, &mut Vec::new(), &mut Vec::new(), &mut out);
+        }
+        out.into_iter().collect()
+    }
+
+    fn map_fields(
+        &self,
+        map: &Map<String, Value>,
+        path: &mut Path,
+        spath: &mut Vec<String>,
+        out: &mut Vec<Path>,
+    ) {
+        for (name, value) in map {
+            if value.is_null() {
+                continue;
+            }
+            path.push(fieldset::field(name));
+            spath.push(name.clone());
+            self.value_fields(value, path, spath, out);
+            spath.pop();
+            path.pop();
+        }
+    }
+
+    fn value_fields(
+        &self,
+        value: &Value,
+        path: &mut Path,
+        spath: &mut Vec<String>,
+        out: &mut Vec<Path>,
+    ) {
+        match value {
+            Value::Object(map) if !map.is_empty() => self.map_fields(map, path, spath, out),
+            Value::Array(items) => match self.list_kind(spath, items) {
+                ListKind::Atomic => out.push(path.clone()),
+                ListKind::Set => {
+                    for item in items {
+                        out.push(with(path, fieldset::value(item)));
+                    }
+                }
+                ListKind::Keyed(key) => {
+                    for item in items {
+                        let Value::Object(fields) = item else {
+                            continue;
+                        };
+                        path.push(item_key(key, fields));
+                        out.push(path.clone());
+                        self.map_fields(fields, path, spath, out);
+                        path.pop();
+                    }
+                }
+            },
+            _ => out.push(path.clone()),
+        }
+    }
+
+    /// Merges `applied` into `live`: maps key by key (`null` removes), keyed lists item by
+    /// item (new items appended), sets as unions; atomic lists and scalars are replaced.
+    pub(crate) fn merge(&self, live: &mut Value, applied: &Value) {
+        self.merge_at(live, applied, &mut Vec::new());
+    }
+
+    fn merge_at(&self, live: &mut Value, applied: &Value, spath: &mut Vec<String>) {
+        match (live, applied) {
+            (Value::Object(live), Value::Object(applied)) => {
+                for (name, value) in applied {
+                    if value.is_null() {
+                        live.remove(name);
+                        continue;
+                    }
+                    spath.push(name.clone());
+                    match live.get_mut(name) {
+                        Some(have) => self.merge_at(have, value, spath),
+                        None => {
+                            let mut fresh = Value::Null;
+                            self.merge_at(&mut fresh, value, spath);
+                            live.insert(name.clone(), fresh);
+                        }
+                    }
+                    spath.pop();
+                }
+            }
+            (Value::Array(live), Value::Array(applied)) => {
+                self.merge_list(live, applied, spath);
+            }
+            (live, Value::Object(applied)) => {
+                let mut fresh = Value::Object(Map::new());
+                self.merge_at(&mut fresh, &Value::Object(applied.clone()), spath);
+                *live = fresh;
+            }
+            (live, applied) => *live = applied.clone(),
+        }
+    }
+
+    fn merge_list(&self, live: &mut Vec<Value>, applied: &[Value], spath: &mut Vec<String>) {
+        let kind = self.list_kind(spath, applied);
+        if kind != self.list_kind(spath, live) && !live.is_empty() {
+            *live = applied.to_vec();
+            return;
+        }
+        match kind {
+            ListKind::Atomic => *live = applied.to_vec(),
+            ListKind::Set => {
+                for item in applied {
+                    if !live.contains(item) {
+                        live.push(item.clone());
+                    }
+                }
+            }
+            ListKind::Keyed(key) => {
+                for item in applied {
+                    let found = live.iter_mut().find(|have| have.get(key) == item.get(key));
+                    match found {
+                        Some(have) => self.merge_at(have, item, spath),
+                        None => {
+                            let mut fresh = Value::Null;
+                            self.merge_at(&mut fresh, item, spath);
+                            live.push(fresh);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn list_kind(&self, spath: &[String], items: &[Value]) -> ListKind {
+        match self.schema.list(spath) {
+            ListStrategy::Set if items.iter().all(is_scalar) => ListKind::Set,
+            ListStrategy::MergeKey(key) if keyed_by(items, key) => ListKind::Keyed(key),
+            _ => ListKind::Atomic,
+        }
+    }
+}
+
+/// The value at `path` in `obj`.
+pub(crate) fn get<'v>(obj: &'v Value, path: &[Element]) -> Option<&'v Value> {
+    let mut at = obj;
+    for element in path {
+        at = child(at, element)?;
+    }
+    Some(at)
+}
+
+/// Removes what `path` names (a field, or a list item); maps left empty by it go too, up to
+/// the first one `keep` names. Returns whether something was removed.
+pub(crate) fn remove(obj: &mut Value, path: &[Element], keep: &FieldSet) -> bool {
+    let Some((last, parent_path)) = path.split_last() else {
+        return false;
+    };
+    let Some(parent) = get_mut(obj, parent_path) else {
+        return false;
+    };
+    let removed = match (parent, fieldset::step(last)) {
+        (Value::Object(map), Some(Step::Field(name))) => map.remove(&name).is_some(),
+        (Value::Array(items), Some(step)) => match position(items, &step) {
+            Some(i) => {
+                items.remove(i);
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    };
+    let emptied = get(obj, parent_path).is_some_and(|p| p.as_object().is_some_and(Map::is_empty));
+    let is_field = parent_path
+        .last()
+        .is_some_and(|e| matches!(fieldset::step(e), Some(Step::Field(_))));
+    if removed && emptied && is_field && !keep.covers(parent_path) {
+        remove(obj, parent_path, keep);
+    }
+    removed
+}
+
+fn get_mut<'v>(obj: &'v mut Value, path: &[Element]) -> Option<&'v mut Value> {
+    let mut at = obj;
+    for element in path {
+        at = match (at, fieldset::step(element)?) {
+            (Value::Object(map), Step::Field(name)) => map.get_mut(&name)?,
+            (Value::Array(items), step) => {
+                let i = position(items, &step)?;
+                &mut items[i]
+            }
+            _ => return None,
+        };
+    }
+    Some(at)
+}
+
+fn child<'v>(at: &'v Value, element: &str) -> Option<&'v Value> {
+    match (at, fieldset::step(element)?) {
+        (Value::Object(map), Step::Field(name)) => map.get(&name),
+        (Value::Array(items), step) => items.get(position(items, &step)?),
+        _ => None,
+    }
+}
+
+/// The index of the list item a step names.
+fn position(items: &[Value], step: &Step) -> Option<usize> {
+    match step {
+        Step::Key(keys) => items.iter().position(|item| {
+            keys.iter()
+                .all(|(name, want)| item.get(name).is_some_and(|v| v == want))
+        }),
+        Step::Value(want) => items.iter().position(|item| item == want),
+        Step::Index(i) => (*i < items.len()).then_some(*i),
+        Step::Field(_) => None,
+    }
+}
+
+fn item_key(key: &str, fields: &Map<String, Value>) -> Element {
+    let mut keys = Map::new();
+    if let Some(v) = fields.get(key) {
+        keys.insert(key.to_owned(), v.clone());
+    }
+    fieldset::key(&keys)
+}
+
+fn keyed_by(items: &[Value], key: &str) -> bool {
+    let mut seen = HashSet::new();
+    items.iter().all(|item| {
+        item.get(key)
+            .filter(|v| !v.is_null())
+            .is_some_and(|v| seen.insert(v.to_string()))
+    })
+}
+
+fn is_scalar(v: &Value) -> bool {
+    !(v.is_object() || v.is_array())
+}
+
+fn with(path: &[Element], element: Element) -> Path {
+    let mut p = path.to_vec();
+    p.push(element);
+    p
+}
