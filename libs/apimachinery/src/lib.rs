@@ -1,7 +1,8 @@
 //! apimachinery: the Kubernetes API semantics both REST endpoints (the embedded control plane
 //! and the edge's lwproxy) share, as pure functions with no I/O: which resources exist and how
 //! they are named ([`catalog`]), label and field selectors ([`selector`]), the fields an object
-//! is selected by ([`fields`]), the patch types ([`patch`]), field ownership and server-side apply ([`managedfields`]), what a pod references ([`podrefs`]), `kubectl get` tables
+//! is selected by ([`fields`]), the patch types ([`patch`]), field ownership and server-side
+//! apply ([`managedfields`]), what a pod references ([`podrefs`]), `kubectl get` tables
 //! ([`table`]), `Status` errors ([`status`]) and what a status write changes ([`statuswrite`]).
 #![forbid(unsafe_code)]
 

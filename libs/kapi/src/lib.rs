@@ -44,6 +44,17 @@ pub struct WriteRequest<'a> {
     pub user: &'a User,
     /// `dryRun=All`: validate and answer, store nothing.
     pub dry_run: bool,
+    /// Whose fields the write sets (`metadata.managedFields`).
+    pub owner: FieldOwner<'a>,
+}
+
+/// The field manager of a write (`?fieldManager=`, else the User-Agent's program name) and
+/// `?force=true` (server-side apply takes conflicting fields over). No manager: the server's
+/// own writes, which own no fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FieldOwner<'a> {
+    pub manager: Option<&'a str>,
+    pub force: bool,
 }
 
 /// The `DeleteOptions` of a delete (body and query parameters merged).

@@ -12,7 +12,7 @@
 //! cycle), which `tests/layering.rs` checks on the sources:
 //! 1. Vocabulary: `meta` (an object's JSON) and `vocab` (the `Core` a write runs against,
 //!    its `Target`, and the `Strategy` hooks), importing no other module; `validate` (the
-//!    generic checks) on top of them.
+//!    generic checks) and `owners` (`managedFields` of a write) on top of them.
 //! 2. Strategies: how a kind differs, as Kubernetes' registry strategies say it (prepare and
 //!    canonicalize on create and update, admission, allocation, what a delete does,
 //!    after-commit work): `pods` (with `admission` and `limits`, the pod admission plugins), `services`
@@ -40,12 +40,14 @@
 //! - A deleted CRD is emptied the same way, held by kube's `customresourcecleanup` finalizer.
 //! - Every delete answers the object (last state or marked), never a `Success` status.
 //! - A write that changes nothing stores nothing (no new resourceVersion, no watch event).
-//! - Server-side apply is whatever `apimachinery::patch` supports (415 today); an apply of a
-//!   missing object would create it.
+//! - Server-side apply (`apimachinery::managedfields`) keys lists by their strategic merge
+//!   keys and treats custom resources' lists as atomic; an apply of a missing object creates it
+//!   (with the create's admission and allocation).
 
 mod meta;
 mod vocab;
 
+mod owners;
 mod validate;
 
 mod admission;

@@ -35,6 +35,7 @@
 mod discovery;
 mod error;
 mod health;
+mod manager;
 mod negotiate;
 mod openapi;
 mod path;

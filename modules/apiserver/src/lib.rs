@@ -331,6 +331,7 @@ async fn ensure_kubernetes_service(
         subresource: None,
         user: &admin,
         dry_run: false,
+        owner: Default::default(),
     };
     let service = serde_json::json!({
         "apiVersion": "v1", "kind": "Service",

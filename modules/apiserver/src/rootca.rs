@@ -111,6 +111,7 @@ async fn write(
         subresource: None,
         user: &publisher,
         dry_run: false,
+        owner: Default::default(),
     };
     match replace {
         true => api.backend.update(&req, obj).await.map(drop),

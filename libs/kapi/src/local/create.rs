@@ -2,6 +2,8 @@
 //! creationTimestamp, generation and resourceVersion; it is refused when it exists, when its
 //! namespace is missing or terminating, and when its strategy's parent (a custom resource's
 //! CRD) refuses it. What the kind adds comes from its [`Strategy`](super::vocab::Strategy).
+//! The creating manager owns every field of the object as created (an `Update` entry in
+//! `metadata.managedFields`), unless a server-side apply made the object and its entries.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -11,7 +13,7 @@ use objstore::{Applied, Mutation, NewObject, ObjKey, StoredObject};
 use serde_json::{Value, json};
 
 use super::vocab::{Core, Parents, Target, name_mismatch, namespace_key, parse, store_error};
-use super::{meta, strategy, validate};
+use super::{meta, owners, strategy, validate};
 
 /// Generated names are tried this many times before the create fails (kube-apiserver retries
 /// name generation the same way).
@@ -27,6 +29,9 @@ pub(super) async fn create(core: &Core, target: Target, body: Value) -> Result<V
     let kind = strategy::of(&target.info);
     let mut obj = prepare(&target, body)?;
     kind.admit(core, &target, &mut obj).await?;
+    if !target.owner.applying {
+        owners::record(&target, owners::main_scope(&target), None, &mut obj);
+    }
     let generate = meta::name(&obj).is_empty();
     let mut last = None;
     for _ in 0..GENERATE_ATTEMPTS {

@@ -7,8 +7,11 @@
 //! the status, `finalize` only `spec.finalizers`), then stored with a bumped generation when
 //! the spec changed, not stored at all when nothing changed, or deleted when it lost its last
 //! finalizer while marked for deletion (or still held by its kind). What the kind adds comes
-//! from its [`Strategy`](super::vocab::Strategy).
+//! from its [`Strategy`](super::vocab::Strategy). Before the commit, the write's field
+//! manager gets the fields it set ([`owners`](super::owners)); a server-side apply merges
+//! its configuration by field ownership instead of patching, and creates a missing object.
 
+use apimachinery::managedfields::{self, Scope};
 use apimachinery::patch::{self, PatchError, PatchType};
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
 use apimachinery::{ApiError, ResourceInfo, statuswrite};
@@ -16,8 +19,8 @@ use bytes::Bytes;
 use objstore::Mutation;
 use serde_json::{Value, json};
 
-use super::vocab::{Core, Parents, Subresource, Target, name_mismatch, parse, unsupported};
-use super::{create, meta, strategy, subresources, validate};
+use super::vocab::{Core, Subresource, Target, name_mismatch, parse, unsupported};
+use super::{create, meta, owners, strategy, subresources, validate};
 
 /// Metadata the server owns: kept from the current object whatever the body says.
 const SERVER_OWNED: [&str; 7] = [
@@ -63,6 +66,14 @@ impl Part {
             _ => Err(unsupported(verb, info, sub)),
         }
     }
+
+    /// The fields a write of this part can own.
+    fn scope(self, target: &Target) -> Scope {
+        match self {
+            Part::Status | Part::Approval => Scope::Status,
+            _ => owners::main_scope(target),
+        }
+    }
 }
 
 /// PUT: replaces `part` of the object with `body`'s.
@@ -78,7 +89,8 @@ pub(super) async fn update(
         .mutate(vec![], target.key(), move |current, revision, _| {
             let current = parse(current.ok_or_else(|| t.not_found())?)?;
             check_preconditions(&t, &current, &body)?;
-            let next = merge(&t, part, &current, body)?;
+            let mut next = merge(&t, part, &current, body)?;
+            owners::record(&t, part.scope(&t), Some(&current), &mut next);
             commit(&t, part, &current, next, revision)
         })
         .await?;
@@ -87,7 +99,7 @@ pub(super) async fn update(
 }
 
 /// PATCH: applies `patch` to the current object, then writes `part` of the result. Server-side
-/// apply (`Apply`) of a missing object creates it, as kube-apiserver does.
+/// apply (`Apply`) goes to [`apply`].
 pub(super) async fn patch(
     core: &Core,
     target: Target,
@@ -95,31 +107,55 @@ pub(super) async fn patch(
     kind: PatchType,
     patch: Bytes,
 ) -> Result<Value, ApiError> {
-    let create_on_apply = kind == PatchType::Apply && part == Part::Main;
-    let parents = if create_on_apply {
-        create::parents(&target)
-    } else {
-        Vec::new()
-    };
+    if kind == PatchType::Apply {
+        return apply(core, target, part, &patch).await;
+    }
     let t = target.clone();
     let applied = core
-        .mutate(parents, target.key(), move |current, revision, parents| {
-            let Some(current) = current else {
-                if create_on_apply {
-                    return apply_create(&t, &patch, revision, parents);
-                }
-                return Err(t.not_found());
-            };
-            let current = parse(current)?;
+        .mutate(vec![], target.key(), move |current, revision, _| {
+            let current = parse(current.ok_or_else(|| t.not_found())?)?;
             let patched = patch::apply(&t.info, kind, &current, &patch).map_err(patch_error)?;
             let patched = check_body(&t, patched)?;
             check_preconditions(&t, &current, &patched)?;
-            let next = merge(&t, part, &current, patched)?;
+            let mut next = merge(&t, part, &current, patched)?;
+            owners::record(&t, part.scope(&t), Some(&current), &mut next);
             commit(&t, part, &current, next, revision)
         })
         .await?;
     after_update(core, &target).await;
     Ok(applied.output)
+}
+
+/// Server-side apply: the configuration merged into the current object by field ownership
+/// (409 on conflicts unless forced), then written as `part`. Applying the main resource of a
+/// missing object creates it, as kube-apiserver does.
+async fn apply(core: &Core, target: Target, part: Part, body: &[u8]) -> Result<Value, ApiError> {
+    let config = check_body(&target, managedfields::decode_config(body)?)?;
+    let t = target.clone();
+    let cfg = config.clone();
+    let written = core
+        .mutate(vec![], target.key(), move |current, revision, _| {
+            let current = parse(current.ok_or_else(|| t.not_found())?)?;
+            check_preconditions(&t, &current, &cfg)?;
+            let applied = owners::apply(&t, part.scope(&t), &current, &cfg)?;
+            let mut next = merge(&t, part, &current, applied.clone())?;
+            owners::carry(&applied, &mut next);
+            commit(&t, part, &current, next, revision)
+        })
+        .await;
+    match written {
+        Err(e) if e.code == 404 && part == Part::Main => {
+            let obj = owners::apply(&target, part.scope(&target), &json!({}), &config)?;
+            let mut target = target;
+            target.owner.applying = true;
+            create::create(core, target, obj).await
+        }
+        Err(e) => Err(e),
+        Ok(written) => {
+            after_update(core, &target).await;
+            Ok(written.output)
+        }
+    }
 }
 
 /// The store step shared by updates, patches and the cleanups: checks `next`, sets its
@@ -289,33 +325,6 @@ fn finished_deleting(target: &Target, current: &Value, next: &Value) -> bool {
         && meta::finalizers(next).is_empty()
         && meta::deletion_grace(current).unwrap_or(0) == 0
         && !strategy::of(&target.info).holds_deletion(next)
-}
-
-/// Server-side apply of a missing object: the patch applied to an empty object, created.
-fn apply_create(
-    target: &Target,
-    patch: &[u8],
-    revision: u64,
-    parents: &Parents,
-) -> Result<(Mutation, Value), ApiError> {
-    let mut skeleton = json!({
-        "apiVersion": target.info.api_version(),
-        "kind": target.info.kind,
-        "metadata": {"name": target.name},
-    });
-    if target.info.namespaced {
-        meta::set(
-            &mut skeleton,
-            "namespace",
-            Value::String(target.namespace.clone()),
-        );
-    }
-    let obj =
-        patch::apply(&target.info, PatchType::Apply, &skeleton, patch).map_err(patch_error)?;
-    let obj = create::prepare(target, obj)?;
-    let rule = strategy::of(&target.info).name_rule();
-    validate::check_name(&target.info, rule, &target.name)?;
-    create::step(target, obj, None, revision, parents)
 }
 
 /// Work after a committed write (a CRD's served resources follow it).

@@ -43,6 +43,21 @@ pub(super) struct Target {
     pub(super) dry_run: bool,
     /// For checks against the served resources (a CRD may not shadow a built-in).
     pub(super) registry: Registry,
+    /// Who owns the fields written (`metadata.managedFields`).
+    pub(super) owner: Owner,
+}
+
+/// A write's field manager, owned (see [`crate::FieldOwner`]).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Owner {
+    /// `None`: the server's own write, owning nothing.
+    pub(super) manager: Option<String>,
+    /// Server-side apply takes conflicting fields over.
+    pub(super) force: bool,
+    /// The subresource written (`status`, `scale`), as the managedFields entry names it.
+    pub(super) subresource: Option<String>,
+    /// The object comes from a server-side apply, its entries already made.
+    pub(super) applying: bool,
 }
 
 /// A kind's part in the writes. The verbs are written once and call these hooks on the
@@ -230,6 +245,12 @@ impl Core {
             name: req.name.to_owned(),
             dry_run: req.dry_run,
             registry: self.registry.clone(),
+            owner: Owner {
+                manager: req.owner.manager.map(str::to_owned),
+                force: req.owner.force,
+                subresource: req.subresource.map(str::to_owned),
+                applying: false,
+            },
         }
     }
 
@@ -246,6 +267,7 @@ impl Core {
             name: name.to_owned(),
             dry_run: false,
             registry: self.registry.clone(),
+            owner: Owner::default(),
         }
     }
 

@@ -2,6 +2,8 @@
 //! the URL, patch type, delete options, `dryRun`, `fieldValidation`) and carried out by the
 //! [`Backend`](crate::Backend).
 //!
+//! Each write names its field manager ([`super::manager`]); a server-side apply must.
+//!
 //! `fieldValidation=Strict` refuses the unknown fields of a created or replaced object and of
 //! a merge or strategic merge patch, checked against the published OpenAPI schemas
 //! ([`super::openapi::check_strict`]); `Warn` and `Ignore` check nothing.
@@ -18,6 +20,7 @@ use serde_json::{Map, Value, json};
 
 use super::Target;
 use super::error::body_too_large;
+use super::manager;
 use super::negotiate::{content_type, require_json_body};
 use super::openapi::{check_strict, check_strict_patch};
 use super::query::{Params, ReadParams};
@@ -71,6 +74,9 @@ impl Verb {
 impl Write<'_> {
     pub(crate) async fn serve(&self, verb: Verb, body: Body) -> Result<Response, ApiError> {
         self.params.check_field_validation()?;
+        if verb != Verb::Patch {
+            manager::check(self.params, None)?;
+        }
         let body = read_body(body).await?;
         match verb {
             Verb::Create => self.create(body).await,
@@ -119,6 +125,7 @@ impl Write<'_> {
             accepted.push(PatchType::Apply.content_type());
             ApiError::unsupported_media_type_accepting(&accepted)
         })?;
+        manager::check(self.params, Some(kind))?;
         check_strict_patch(
             self.api,
             self.params.get("fieldValidation"),
@@ -181,6 +188,7 @@ impl Write<'_> {
             subresource: self.target.subresource.as_deref(),
             user: self.user,
             dry_run,
+            owner: manager::owner(self.params, self.headers),
         }
     }
 

@@ -95,6 +95,7 @@ pub(crate) async fn settle(api: &Api) -> Result<(), ApiError> {
             subresource: None,
             user: &user,
             dry_run: false,
+            owner: Default::default(),
         };
         match api.backend.update(&req, role).await {
             Ok(_) => tracing::debug!(name, "aggregated a cluster role"),

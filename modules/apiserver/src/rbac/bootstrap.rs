@@ -61,6 +61,7 @@ async fn reconcile_one(
         subresource: None,
         user: &user,
         dry_run: false,
+        owner: Default::default(),
     };
     match action {
         Reconcile::Unchanged => return Ok(()),

@@ -37,6 +37,7 @@ fn forwarded(change: &Change, subresource: Option<&str>) -> ForwardedWrite {
         subresource,
         user: &user,
         dry_run: false,
+        owner: Default::default(),
     };
     envelope(&req, change)
 }
@@ -153,6 +154,7 @@ fn preconditions_in_patches_and_delete_options_are_translated() {
         subresource: None,
         user: &user,
         dry_run: false,
+        owner: Default::default(),
     };
     let e = stale.conflict(&req, &delete, &held());
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));

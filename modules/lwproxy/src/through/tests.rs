@@ -30,6 +30,7 @@ fn request<'a>(
         subresource,
         user,
         dry_run: false,
+        owner: Default::default(),
     }
 }
 

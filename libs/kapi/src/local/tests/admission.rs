@@ -277,6 +277,7 @@ fn request<'a>(info: &'a ResourceInfo, user: &'a User) -> WriteRequest<'a> {
         subresource: None,
         user,
         dry_run: false,
+        owner: Default::default(),
     }
 }
 

@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     ("meta", 0, include_str!("../meta.rs")),
     ("vocab", 0, include_str!("../vocab.rs")),
     ("validate", 1, include_str!("../validate.rs")),
+    ("owners", 1, include_str!("../owners.rs")),
     // Strategies: what each kind adds to the verbs.
     ("admission", 2, include_str!("../admission.rs")),
     ("crd", 2, include_str!("../crd.rs")),

@@ -123,6 +123,7 @@ impl<'a> Call<'a> {
             subresource: self.subresource,
             user: &self.fx.user,
             dry_run: self.dry_run,
+            owner: Default::default(),
         }
     }
 
