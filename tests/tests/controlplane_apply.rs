@@ -176,6 +176,17 @@ async fn the_kube_crate_applies_with_conflicts_force_and_dry_run() {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": data})
     };
 
+    let unnamed = http::Request::builder()
+        .method("PATCH")
+        .uri("/api/v1/namespaces/default/configmaps/settings")
+        .header("content-type", "application/apply-patch+yaml")
+        .body(b"data: {color: red}".to_vec())
+        .unwrap();
+    match client.request_text(unnamed).await {
+        Err(kube::Error::Api(s)) => assert_eq!((s.code, s.reason.as_str()), (422, "Invalid")),
+        other => panic!("an apply without fieldManager: {other:?}"),
+    }
+
     let dry = PatchParams::apply("mgr").dry_run();
     maps.patch("settings", &dry, &Patch::Apply(config("red", true)))
         .await
