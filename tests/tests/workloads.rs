@@ -1024,3 +1024,35 @@ async fn a_deployment_past_its_progress_deadline_says_so_and_a_rollout_restart_r
     watch.abort();
     cloud.stop().await;
 }
+
+/// kube-controller-manager creates up to 500 pods in one sync, in slow-start batches of 1, 2,
+/// 4, ... 256; the controller's client must not meet the API server's cap on connections being
+/// set up from one address (64), or a batch fails half-way and the set stalls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicaset_of_six_hundred_creates_every_pod() {
+    let pki = Pki::new();
+    let cloud = k8s_cloud(&pki, Ports::default()).await;
+    let client = cloud.kube().await;
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "metadata": {"name": "many"},
+        "spec": {"replicas": 600, "selector": {"matchLabels": {"app": "many"}},
+                 "template": {"metadata": {"labels": {"app": "many"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+    }))
+    .unwrap();
+    let uid = sets
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    eventually("600 pods created", Duration::from_secs(90), || {
+        let (pods, uid) = (pods.clone(), uid.clone());
+        async move { owned(&pods, &uid).await.len() == 600 }
+    })
+    .await;
+    cloud.stop().await;
+}

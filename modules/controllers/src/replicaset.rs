@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -26,6 +27,10 @@ use crate::informer::{self, Cache, controller_of, controller_ref, key};
 pub const NAME: &str = "replicaset-controller";
 /// The most pods created or deleted in one sync (kube-controller-manager's burstReplicas).
 const BURST: usize = 500;
+/// Creates in flight at once within a slow-start batch: client-go multiplexes a batch over one
+/// HTTP/2 connection; the `kube` client opens a connection per request in flight, and a batch
+/// of hundreds would meet the API server's per-client cap on connections being set up.
+const CREATES_IN_FLIGHT: usize = 16;
 /// Expectations not met within this long are given up (a lost watch event).
 const EXPECTATION_TTL: Duration = Duration::from_secs(300);
 
@@ -122,7 +127,13 @@ impl Context {
             .collect();
         let active: Vec<Arc<Pod>> = owned.iter().filter(|p| is_active(p)).cloned().collect();
         let spec = rs.spec.clone().unwrap_or_default();
-        if rs.metadata.deletion_timestamp.is_none() && self.satisfied(&uid) {
+        let satisfied = self.satisfied(&uid);
+        if !satisfied {
+            // Looked at again once the expectations would expire, should the events they wait
+            // for never come.
+            informer::later(&self.requeue, k, EXPECTATION_TTL);
+        }
+        if rs.metadata.deletion_timestamp.is_none() && satisfied {
             let want = spec.replicas.unwrap_or(1).max(0) as usize;
             if active.len() < want {
                 self.create(&rs, (want - active.len()).min(BURST)).await?;
@@ -183,8 +194,12 @@ impl Context {
         let (mut done, mut batch) = (0, 1);
         while done < count {
             let n = batch.min(count - done);
-            let results = futures::future::join_all((0..n).map(|_| api.create(&pp, &pod))).await;
-            let mut failed = None;
+            let results: Vec<_> = futures::stream::iter(0..n)
+                .map(|_| api.create(&pp, &pod))
+                .buffer_unordered(CREATES_IN_FLIGHT)
+                .collect()
+                .await;
+            let (mut failed, mut failures) = (None, 0);
             for r in results {
                 match r {
                     Ok(p) => {
@@ -195,12 +210,16 @@ impl Context {
                             &format!("Created pod: {created}"),
                         );
                     }
-                    Err(e) => failed = Some(e),
+                    Err(e) => {
+                        failures += 1;
+                        failed = Some(e);
+                    }
                 }
             }
             if let Some(e) = failed {
-                // What was not created will not be seen.
-                let skipped = (count - done - n) as i64 + 1;
+                // What was not created will not be seen: the batches not tried and the
+                // failures of this one (the sync is retried and creates them then).
+                let skipped = (count - done - n) as i64 + failures;
                 let mut exp = self.expectations.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(x) = exp.get_mut(&uid) {
                     x.adds -= skipped;

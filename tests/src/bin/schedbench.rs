@@ -2,9 +2,13 @@
 //! binary beside this one) first runs with its controllers off while `--nodes` Ready nodes and
 //! `--pods` pods that name no node are written; then it is restarted with the scheduler on,
 //! and the time from the first bind to the last is measured through a watch (pods bound per
-//! second), with cloudcore's resident memory at the end.
+//! second), with cloudcore's resident memory at the end. With `--deployment`, no pods are
+//! written up front: a Deployment of `--pods` replicas is created once the controllers run, and
+//! the time from its creation to the last pod bound is measured (Deployment, ReplicaSet and
+//! scheduler together).
 //!
 //! `cargo build --release -p e2e --bin schedbench --bin e2e-cloudcore && target/release/schedbench`
+//! (`target/release/schedbench --deployment --pods 1000` for the Deployment)
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +32,9 @@ struct Args {
     /// Writes in flight while setting up.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
+    /// Create one Deployment of `--pods` replicas instead of pending pods.
+    #[arg(long)]
+    deployment: bool,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -61,7 +68,8 @@ async fn main() -> anyhow::Result<()> {
         .try_collect::<Vec<_>>()
         .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    futures::stream::iter(0..args.pods)
+    let pending = if args.deployment { 0 } else { args.pods };
+    futures::stream::iter(0..pending)
         .map(|i| {
             let pods = pods.clone();
             async move {
@@ -77,10 +85,7 @@ async fn main() -> anyhow::Result<()> {
         .buffer_unordered(args.concurrency)
         .try_collect::<Vec<_>>()
         .await?;
-    println!(
-        "{} nodes and {} pending pods written",
-        args.nodes, args.pods
-    );
+    println!("{} nodes and {pending} pending pods written", args.nodes);
     drop(cloud);
 
     // Again, with the scheduler on.
@@ -99,6 +104,56 @@ async fn main() -> anyhow::Result<()> {
     let stream = pods.watch(&WatchParams::default(), &from).await?;
     let mut stream = std::pin::pin!(stream);
     let mut first = None;
+    if args.deployment {
+        let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+            Api::namespaced(client.clone(), "default");
+        let deployment = serde_json::from_value(json!({
+            "metadata": {"name": "bench"},
+            "spec": {
+                "replicas": args.pods,
+                "selector": {"matchLabels": {"app": "bench"}},
+                "template": {
+                    "metadata": {"labels": {"app": "bench"}},
+                    "spec": {"containers": [{"name": "c", "image": "registry.local/app:1",
+                             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}]},
+                },
+            },
+        }))?;
+        let created = Instant::now();
+        deployments
+            .create(&PostParams::default(), &deployment)
+            .await?;
+        // Counted from lists (the replicas come and go through several writers' watches).
+        let deadline = created + Duration::from_secs(600);
+        loop {
+            let listed = pods.list(&Default::default()).await?;
+            let bound = listed
+                .items
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+                .count();
+            if bound >= args.pods {
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "{bound} of {} replicas bound before the deadline",
+                args.pods
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let took = created.elapsed();
+        println!(
+            "deployment: {} replicas onto {} nodes, created to all bound in {:.2} s ({:.0} pods/s); cloudcore rss {:.1} MiB",
+            args.pods,
+            args.nodes,
+            took.as_secs_f64(),
+            args.pods as f64 / took.as_secs_f64(),
+            rss_kib(pid)? as f64 / 1024.0
+        );
+        drop(cloud);
+        return Ok(());
+    }
     let mut seen = std::collections::HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(600);
     while bound < args.pods {
