@@ -39,11 +39,18 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
-echo "==> building cloudcore, edgecore, keadm and the quickstart (release; the first build takes a while)"
-cargo build --release \
+# QUICKSTART_PROFILE=debug reuses what `cargo test` built (CI does); release is the default.
+profile="${QUICKSTART_PROFILE:-release}"
+case "$profile" in
+  release) flags=(--release) ;;
+  debug) flags=() ;;
+  *) echo "quickstart.sh: QUICKSTART_PROFILE must be release or debug, not $profile" >&2; exit 1 ;;
+esac
+echo "==> building cloudcore, edgecore, keadm and the quickstart ($profile; the first build takes a while)"
+cargo build "${flags[@]}" \
   -p cloudcore --bin cloudcore \
   -p edgecore --bin edgecore \
   -p keadm --bin keadm \
   -p e2e --bin quickstart
 
-exec "${CARGO_TARGET_DIR:-target}/release/quickstart" "$@"
+exec "${CARGO_TARGET_DIR:-target}/$profile/quickstart" "$@"
