@@ -88,6 +88,8 @@ pub(crate) struct State {
 impl Obj {
     /// Builds the object of kind `kind` (index `kind_id`) from its JSON.
     pub fn from_value(kind_id: usize, kind: &Kind, mut value: Value) -> Obj {
+        // Who wrote which field concerns the API's writers, not the nodes: not sent.
+        apimachinery::managedfields::strip(&mut value);
         if let Some(map) = value.as_object_mut() {
             let api_version = kind.api_resource().api_version;
             map.entry("apiVersion")

@@ -367,3 +367,18 @@ fn a_node_that_loses_the_label_is_served_while_connected_and_resynced_when_it_re
         vec![up("n1", "pods/default/r")]
     );
 }
+
+#[test]
+fn managed_fields_are_not_sent_to_nodes() {
+    let s = state();
+    let o = obj(
+        &s,
+        "configmaps",
+        json!({"metadata": {"name": "c", "namespace": "default", "uid": "u", "resourceVersion": "1",
+               "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+               "data": {"a": "b"}}),
+    );
+    let sent: Value = serde_json::from_slice(&o.json).unwrap();
+    assert!(sent["metadata"].get("managedFields").is_none(), "{sent}");
+    assert_eq!(sent["data"]["a"], "b");
+}
