@@ -25,9 +25,10 @@ struct Instance {
 
 #[tokio::test]
 async fn two_pairs_run_side_by_side_from_root_and_port_offset_alone() {
-    // Offsets well above the default ports and apart from each other, so that neither pair
-    // meets the other or a daemon of another test.
-    let base = 20_000 + (std::process::id() % 400) as u16 * 50;
+    // Offsets apart from each other, and keeping every port (6443 + o ... 10550 + o) below the
+    // ephemeral range (32768 and up) that the other tests' port-0 listeners and connections
+    // draw from, so that neither pair meets the other or a socket of another test.
+    let base = 1_000 + (std::process::id() % 400) as u16 * 50;
     let mut a = Instance::new(base);
     let mut b = Instance::new(base + 25);
     for instance in [&mut a, &mut b] {
