@@ -94,66 +94,17 @@ async fn main() -> anyhow::Result<()> {
     let pid = cloud.0.id();
     let client = e2e::bench::connect(&pki.path("admin.kubeconfig")).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    if args.deployment {
+        let took = deployment(&client, &pods, args.pods).await?;
+        report("deployment", "created to all bound", &args, took, pid)?;
+        return Ok(());
+    }
     let listed = pods.list(&Default::default()).await?;
-    let mut bound = listed
-        .items
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-        .count();
+    let mut bound = bound_count(&listed.items);
     let from = listed.metadata.resource_version.unwrap_or_default();
     let stream = pods.watch(&WatchParams::default(), &from).await?;
     let mut stream = std::pin::pin!(stream);
     let mut first = None;
-    if args.deployment {
-        let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-            Api::namespaced(client.clone(), "default");
-        let deployment = serde_json::from_value(json!({
-            "metadata": {"name": "bench"},
-            "spec": {
-                "replicas": args.pods,
-                "selector": {"matchLabels": {"app": "bench"}},
-                "template": {
-                    "metadata": {"labels": {"app": "bench"}},
-                    "spec": {"containers": [{"name": "c", "image": "registry.local/app:1",
-                             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}]},
-                },
-            },
-        }))?;
-        let created = Instant::now();
-        deployments
-            .create(&PostParams::default(), &deployment)
-            .await?;
-        // Counted from lists (the replicas come and go through several writers' watches).
-        let deadline = created + Duration::from_secs(600);
-        loop {
-            let listed = pods.list(&Default::default()).await?;
-            let bound = listed
-                .items
-                .iter()
-                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-                .count();
-            if bound >= args.pods {
-                break;
-            }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "{bound} of {} replicas bound before the deadline",
-                args.pods
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let took = created.elapsed();
-        println!(
-            "deployment: {} replicas onto {} nodes, created to all bound in {:.2} s ({:.0} pods/s); cloudcore rss {:.1} MiB",
-            args.pods,
-            args.nodes,
-            took.as_secs_f64(),
-            args.pods as f64 / took.as_secs_f64(),
-            rss_kib(pid)? as f64 / 1024.0
-        );
-        drop(cloud);
-        return Ok(());
-    }
     let mut seen = std::collections::HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(600);
     while bound < args.pods {
@@ -170,16 +121,73 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let first = first.context("no bind was seen")?;
-    let took = first.elapsed();
+    report(
+        "scheduler",
+        "from the first bind",
+        &args,
+        first.elapsed(),
+        pid,
+    )?;
+    drop(cloud);
+    Ok(())
+}
+
+/// Creates a Deployment of `replicas` and returns the time until every replica is bound,
+/// counted from lists (the replicas come and go through several writers' watches).
+async fn deployment(
+    client: &kube::Client,
+    pods: &Api<Pod>,
+    replicas: usize,
+) -> anyhow::Result<Duration> {
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), "default");
+    let deployment = serde_json::from_value(json!({
+        "metadata": {"name": "bench"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "bench"}},
+            "template": {
+                "metadata": {"labels": {"app": "bench"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.local/app:1",
+                         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}]},
+            },
+        },
+    }))?;
+    let created = Instant::now();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await?;
+    let deadline = created + Duration::from_secs(600);
+    loop {
+        let bound = bound_count(&pods.list(&Default::default()).await?.items);
+        if bound >= replicas {
+            return Ok(created.elapsed());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{bound} of {replicas} replicas bound before the deadline"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// How many of `pods` are bound to a node.
+fn bound_count(pods: &[Pod]) -> usize {
+    pods.iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .count()
+}
+
+/// Prints one result line: pods bound per second and cloudcore's resident memory.
+fn report(what: &str, span: &str, args: &Args, took: Duration, pid: u32) -> anyhow::Result<()> {
     println!(
-        "scheduler: {} pods onto {} nodes in {:.2} s from the first bind: {:.0} pods/s; cloudcore rss {:.1} MiB",
+        "{what}: {} pods onto {} nodes in {:.2} s {span}: {:.0} pods/s; cloudcore rss {:.1} MiB",
         args.pods,
         args.nodes,
         took.as_secs_f64(),
         args.pods as f64 / took.as_secs_f64(),
         rss_kib(pid)? as f64 / 1024.0
     );
-    drop(cloud);
     Ok(())
 }
 
