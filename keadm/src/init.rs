@@ -96,12 +96,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
             ca
         }
     };
-    let hosts: Vec<String> = args
-        .advertise_address
-        .iter()
-        .map(|a| a.to_string())
-        .chain(args.dns_names.iter().cloned())
-        .collect();
+    let hosts = pki::server_hosts(&args.advertise_address, &args.dns_names);
     let server = ca.issue_server(&hosts, 10 * YEAR)?;
     pki::write_pem(&paths.server_cert, &server.cert_pem)?;
     pki::write_pem(&paths.server_key, &server.key_pem)?;

@@ -165,6 +165,15 @@ impl Ca {
     }
 }
 
+/// The SANs of a server certificate for `addresses` and `dns_names`, as strings.
+pub fn server_hosts(addresses: &[std::net::IpAddr], dns_names: &[String]) -> Vec<String> {
+    addresses
+        .iter()
+        .map(|a| a.to_string())
+        .chain(dns_names.iter().cloned())
+        .collect()
+}
+
 /// The node a CSR asks a certificate for: its common name after `system:node:`.
 pub fn csr_node_name(csr_pem: &str) -> Result<String, PkiError> {
     let csr = CertificateSigningRequestParams::from_pem(csr_pem)

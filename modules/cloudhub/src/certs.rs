@@ -26,12 +26,7 @@ pub fn ensure(config: &Config) -> Result<Certs, HubError> {
             key_pem: pki::read_pem(key)?,
         }
     } else {
-        let hosts: Vec<String> = config
-            .advertise_address
-            .iter()
-            .map(|a| a.to_string())
-            .chain(config.dns_names.iter().cloned())
-            .collect();
+        let hosts = pki::server_hosts(&config.advertise_address, &config.dns_names);
         let made = ca.issue_server(&hosts, 10 * YEAR)?;
         pki::write_pem(cert, &made.cert_pem)?;
         pki::write_pem(key, &made.key_pem)?;
