@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::Recorder;
-use crate::informer::{self, Cache, controller_of, controller_ref, ignore_gone, key};
+use crate::informer::{self, Cache, controller_of, controller_ref, ignore_gone};
 
 /// Controller name.
 pub const NAME: &str = "cronjob-controller";
@@ -28,14 +28,7 @@ const SCHEDULED_AT: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 /// Runs the controller until shutdown.
 pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
     let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let queue = tx.clone();
-    let (crons, crons_task) = informer::run(
-        Api::<CronJob>::all(client.clone()),
-        move |c| {
-            let _ = queue.send(key(&*c.now));
-        },
-        shutdown.clone(),
-    );
+    let crons = informer::spawn_keyed::<CronJob>(&client, &tx, &shutdown);
     let queue = tx.clone();
     let (jobs, jobs_task) = informer::run(
         Api::<Job>::all(client.clone()),
@@ -47,7 +40,6 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         },
         shutdown.clone(),
     );
-    tokio::spawn(crons_task);
     tokio::spawn(jobs_task);
     if !informer::wait_synced(&[&*crons, &*jobs], &shutdown).await {
         return;

@@ -49,21 +49,8 @@ fn daemon_tolerations(host_network: bool) -> Vec<serde_json::Value> {
 /// Runs the controller until shutdown.
 pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
     let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let queue = tx.clone();
-    let (sets, sets_task) = informer::run(
-        Api::<DaemonSet>::all(client.clone()),
-        move |c| {
-            let _ = queue.send(key(&*c.now));
-        },
-        shutdown.clone(),
-    );
-    let queue = tx.clone();
-    let (pods, pods_task) = informer::run_slim(
-        Api::<Pod>::all(client.clone()),
-        informer::slim_pod,
-        move |c| informer::queue_owner(&queue, "DaemonSet", &c),
-        shutdown.clone(),
-    );
+    let sets = informer::spawn_keyed::<DaemonSet>(&client, &tx, &shutdown);
+    let pods = informer::spawn_owned_pods(&client, "DaemonSet", &tx, &shutdown);
     // A node change concerns every DaemonSet.
     let (queue, all) = (tx.clone(), sets.clone());
     let (nodes, nodes_task) = informer::run(
@@ -75,8 +62,6 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         },
         shutdown.clone(),
     );
-    tokio::spawn(sets_task);
-    tokio::spawn(pods_task);
     tokio::spawn(nodes_task);
     if !informer::wait_synced(&[&*sets, &*pods, &*nodes], &shutdown).await {
         return;

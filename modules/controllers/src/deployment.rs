@@ -31,21 +31,13 @@ const MAX: &str = "deployment.kubernetes.io/max-replicas";
 /// Runs the controller until shutdown.
 pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
     let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let queue = tx.clone();
-    let (deployments, d_task) = informer::run(
-        Api::<Deployment>::all(client.clone()),
-        move |c| {
-            let _ = queue.send(key(&*c.now));
-        },
-        shutdown.clone(),
-    );
+    let deployments = informer::spawn_keyed::<Deployment>(&client, &tx, &shutdown);
     let queue = tx.clone();
     let (sets, s_task) = informer::run(
         Api::<ReplicaSet>::all(client.clone()),
         move |c| informer::queue_owner(&queue, "Deployment", &c),
         shutdown.clone(),
     );
-    tokio::spawn(d_task);
     tokio::spawn(s_task);
     if !informer::wait_synced(&[&*deployments, &*sets], &shutdown).await {
         return;

@@ -86,6 +86,53 @@ where
     run_slim(api, |k| k, on_change, shutdown)
 }
 
+/// Watches every `K` on a task of its own, each change queueing the object's key: how a
+/// controller follows the objects it reconciles.
+pub fn spawn_keyed<K>(
+    client: &kube::Client,
+    queue: &mpsc::UnboundedSender<String>,
+    shutdown: &CancellationToken,
+) -> Arc<Cache<K>>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let queue = queue.clone();
+    let (cache, task) = run(
+        Api::<K>::all(client.clone()),
+        move |c| {
+            let _ = queue.send(key(&*c.now));
+        },
+        shutdown.clone(),
+    );
+    tokio::spawn(task);
+    cache
+}
+
+/// Watches every pod (slim) on a task of its own, each change queueing its controller when
+/// that is of kind `owner`: how a controller follows the pods it owns.
+pub fn spawn_owned_pods(
+    client: &kube::Client,
+    owner: &'static str,
+    queue: &mpsc::UnboundedSender<String>,
+    shutdown: &CancellationToken,
+) -> Arc<Cache<Pod>> {
+    let queue = queue.clone();
+    let (cache, task) = run_slim(
+        Api::<Pod>::all(client.clone()),
+        slim_pod,
+        move |c| queue_owner(&queue, owner, &c),
+        shutdown.clone(),
+    );
+    tokio::spawn(task);
+    cache
+}
+
 /// Like [`run`], keeping only what `slim` leaves of each object (a controller that reads a
 /// few fields of many objects need not hold them whole).
 pub fn run_slim<K, F>(

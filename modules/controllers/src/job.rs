@@ -30,23 +30,8 @@ const INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
 /// Runs the controller until shutdown.
 pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
     let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let queue = tx.clone();
-    let (jobs, jobs_task) = informer::run(
-        Api::<Job>::all(client.clone()),
-        move |c| {
-            let _ = queue.send(key(&*c.now));
-        },
-        shutdown.clone(),
-    );
-    let queue = tx.clone();
-    let (pods, pods_task) = informer::run_slim(
-        Api::<Pod>::all(client.clone()),
-        informer::slim_pod,
-        move |c| informer::queue_owner(&queue, "Job", &c),
-        shutdown.clone(),
-    );
-    tokio::spawn(jobs_task);
-    tokio::spawn(pods_task);
+    let jobs = informer::spawn_keyed::<Job>(&client, &tx, &shutdown);
+    let pods = informer::spawn_owned_pods(&client, "Job", &tx, &shutdown);
     if !informer::wait_synced(&[&*jobs, &*pods], &shutdown).await {
         return;
     }

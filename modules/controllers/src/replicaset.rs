@@ -48,14 +48,7 @@ type Expectations = Arc<Mutex<HashMap<String, Expected>>>;
 pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
     let (tx, rx) = mpsc::unbounded_channel::<String>();
     let expectations: Expectations = Arc::default();
-    let queue = tx.clone();
-    let (sets, sets_task) = informer::run(
-        Api::<ReplicaSet>::all(client.clone()),
-        move |c| {
-            let _ = queue.send(key(&*c.now));
-        },
-        shutdown.clone(),
-    );
+    let sets = informer::spawn_keyed::<ReplicaSet>(&client, &tx, &shutdown);
     let (queue, seen) = (tx.clone(), expectations.clone());
     let (pods, pods_task) = informer::run_slim(
         Api::<Pod>::all(client.clone()),
@@ -79,7 +72,6 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         },
         shutdown.clone(),
     );
-    tokio::spawn(sets_task);
     tokio::spawn(pods_task);
     let ctx = Context {
         client,

@@ -38,29 +38,14 @@ const DELETE_TTL: Duration = Duration::from_secs(30);
 /// Runs the controller until shutdown.
 pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
     let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let queue = tx.clone();
-    let (sets, sets_task) = informer::run(
-        Api::<StatefulSet>::all(client.clone()),
-        move |c| {
-            let _ = queue.send(key(&*c.now));
-        },
-        shutdown.clone(),
-    );
-    let queue = tx.clone();
-    let (pods, pods_task) = informer::run_slim(
-        Api::<Pod>::all(client.clone()),
-        informer::slim_pod,
-        move |c| informer::queue_owner(&queue, "StatefulSet", &c),
-        shutdown.clone(),
-    );
+    let sets = informer::spawn_keyed::<StatefulSet>(&client, &tx, &shutdown);
+    let pods = informer::spawn_owned_pods(&client, "StatefulSet", &tx, &shutdown);
     let queue = tx.clone();
     let (revisions, revisions_task) = informer::run(
         Api::<ControllerRevision>::all(client.clone()),
         move |c| informer::queue_owner(&queue, "StatefulSet", &c),
         shutdown.clone(),
     );
-    tokio::spawn(sets_task);
-    tokio::spawn(pods_task);
     tokio::spawn(revisions_task);
     if !informer::wait_synced(&[&*sets, &*pods, &*revisions], &shutdown).await {
         return;
