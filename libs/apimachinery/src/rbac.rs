@@ -18,7 +18,6 @@ use serde_json::Value;
 
 mod aggregate;
 pub mod bootstrap;
-pub mod proto;
 mod validate;
 
 pub use aggregate::{aggregate, selector_matches};

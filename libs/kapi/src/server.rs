@@ -139,12 +139,14 @@ async fn resource(
     let user = user_of(api, &parts)?;
     let info = &target.info;
     let has_name = target.name.is_some();
+    // Protobuf for the kinds that have it (built-in ones), JSON for the rest.
+    let protobuf = kpb::supports(&info.api_version(), &info.kind);
     let watching = target.watch_prefix || params.flag("watch").unwrap_or(false);
     match (&parts.method, has_name, target.subresource.as_deref()) {
         (&Method::GET, _, None) if watching => {
             authorize_read(api, &user, "watch", &target, &params).await?;
             require_verb(info, "watch")?;
-            let output = negotiate::output(&parts.headers)?;
+            let output = negotiate::output(&parts.headers, protobuf)?;
             watch::serve(api, &target, &params, output).await
         }
         (_, _, _) if target.watch_prefix => Err(ApiError::method_not_supported(
@@ -154,18 +156,18 @@ async fn resource(
         (&Method::GET, false, None) => {
             authorize_read(api, &user, "list", &target, &params).await?;
             require_verb(info, "list")?;
-            let output = negotiate::output(&parts.headers)?;
+            let output = negotiate::output(&parts.headers, protobuf)?;
             read::list(api, &target, &params, output).await
         }
         (&Method::GET, true, None) => {
             authorize_read(api, &user, "get", &target, &params).await?;
             require_verb(info, "get")?;
-            let output = negotiate::output(&parts.headers)?;
+            let output = negotiate::output(&parts.headers, protobuf)?;
             read::get(api, &target, &params, output).await
         }
         (&Method::GET, true, Some("scale")) => {
             authorize_read(api, &user, "get", &target, &params).await?;
-            negotiate::output(&parts.headers)?;
+            negotiate::output(&parts.headers, protobuf)?;
             subresource::get_scale(api, &target).await
         }
         (method, true, Some(sub)) if subresource::is_tunnel(sub, method) => {
@@ -174,11 +176,13 @@ async fn resource(
         }
         (&Method::GET, true, Some(sub)) if subresource::reads_parent(sub) => {
             authorize_read(api, &user, "get", &target, &params).await?;
-            let output = negotiate::output(&parts.headers)?;
+            let output = negotiate::output(&parts.headers, protobuf)?;
             read::get(api, &target, &params, output).await
         }
         (method, _, _) => {
-            negotiate::output(&parts.headers)?;
+            // A write answers with the kind it returns (a Status, a Scale...) in protobuf when
+            // that kind has a protobuf form, else in JSON.
+            let output = negotiate::output(&parts.headers, true)?;
             let verb = write_verb(method, &target)
                 .ok_or_else(|| ApiError::method_not_supported(method.as_str(), &info.plural))?;
             let write = write::Write {
@@ -187,6 +191,7 @@ async fn resource(
                 user: &user,
                 params: &params,
                 headers: &parts.headers,
+                output,
             };
             write.serve(verb, body).await
         }

@@ -24,7 +24,7 @@ pub(crate) fn serve(api: &Api, route: &Route, headers: &HeaderMap) -> Result<Res
     let all = api.registry.all();
     let doc = match route {
         Route::Version => {
-            negotiate::output(headers)?;
+            negotiate::output(headers, false)?;
             return Ok(json_response(StatusCode::OK, &api.version));
         }
         Route::ApiVersions | Route::GroupList => {
@@ -42,7 +42,7 @@ pub(crate) fn serve(api: &Api, route: &Route, headers: &HeaderMap) -> Result<Res
             return Ok(vary_accept(resp));
         }
         Route::Group(name) => {
-            negotiate::output(headers)?;
+            negotiate::output(headers, false)?;
             let groups = groups(&all, false);
             let versions = groups.get(name.as_str()).ok_or_else(not_found_path)?;
             let mut doc = api_group(name, versions);
@@ -51,7 +51,7 @@ pub(crate) fn serve(api: &Api, route: &Route, headers: &HeaderMap) -> Result<Res
             doc
         }
         Route::ResourceList { group, version } => {
-            negotiate::output(headers)?;
+            negotiate::output(headers, false)?;
             let served: Vec<_> = all
                 .iter()
                 .filter(|r| r.group == *group && r.version == *version)

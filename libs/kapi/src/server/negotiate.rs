@@ -1,9 +1,10 @@
-//! Content negotiation: which representation the `Accept` header asks for, and whether a
-//! request body is JSON.
+//! Content negotiation: which representation the `Accept` header asks for (JSON, a table,
+//! metadata only, or Kubernetes' protobuf), and how a request body is encoded.
 
 use apimachinery::ApiError;
 use axum::http::HeaderMap;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
+use serde_json::Value;
 
 use super::render::JSON;
 
@@ -16,6 +17,25 @@ pub(crate) enum Output {
     Table,
     /// `PartialObjectMetadata` / `PartialObjectMetadataList`.
     Metadata,
+    /// The objects in `application/vnd.kubernetes.protobuf` (built-in kinds only).
+    Protobuf,
+}
+
+impl Output {
+    /// The `Content-Type` of a response body in this form.
+    pub(crate) fn media_type(self) -> &'static str {
+        match self {
+            Output::Protobuf => kpb::MEDIA_TYPE,
+            _ => JSON,
+        }
+    }
+}
+
+/// How a request body is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BodyFormat {
+    Json,
+    Protobuf,
 }
 
 /// Which discovery document `/api` and `/apis` answer with.
@@ -31,22 +51,36 @@ pub(crate) enum Discovery {
 pub(crate) const AGGREGATED_DISCOVERY: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
-/// What a resource request may answer with, in the client's order of preference.
-pub(crate) fn output(headers: &HeaderMap) -> Result<Output, ApiError> {
-    choose(headers, |range| match range.param("as") {
+/// What a resource request may answer with, in the client's order of preference; protobuf
+/// only when `protobuf` (the kind has a protobuf form).
+pub(crate) fn output(headers: &HeaderMap, protobuf: bool) -> Result<Output, ApiError> {
+    choose(headers, |range| {
+        if range.essence == kpb::MEDIA_TYPE {
+            return (protobuf && range.param("as").is_none()).then_some(Output::Protobuf);
+        }
+        json_output(range)
+    })
+}
+
+fn json_output(range: &MediaRange) -> Option<Output> {
+    if !range.is_json() {
+        return None;
+    }
+    match range.param("as") {
         None => Some(Output::Json),
         Some("Table") if range.is_meta_v1() => Some(Output::Table),
         Some("PartialObjectMetadata" | "PartialObjectMetadataList") if range.is_meta_v1() => {
             Some(Output::Metadata)
         }
         Some(_) => None,
-    })
+    }
 }
 
 /// What `/api` and `/apis` answer with; other discovery documents take [`output`] and use
 /// only the `Json` form.
 pub(crate) fn discovery(headers: &HeaderMap) -> Result<Discovery, ApiError> {
     choose(headers, |range| match range.param("as") {
+        _ if !range.is_json() => None,
         None => Some(Discovery::Legacy),
         Some("APIGroupDiscoveryList")
             if range.param("g") == Some("apidiscovery.k8s.io")
@@ -58,11 +92,11 @@ pub(crate) fn discovery(headers: &HeaderMap) -> Result<Discovery, ApiError> {
     })
 }
 
-/// Request bodies must be JSON (or carry no content type). Protobuf gets a 415 that says
-/// how to configure the client.
-pub(crate) fn require_json_body(headers: &HeaderMap) -> Result<(), ApiError> {
+/// How the request body is encoded: JSON (or no content type) or protobuf; anything else
+/// is 415.
+pub(crate) fn body_format(headers: &HeaderMap) -> Result<BodyFormat, ApiError> {
     let Some(ct) = headers.get(CONTENT_TYPE) else {
-        return Ok(());
+        return Ok(BodyFormat::Json);
     };
     let ct = ct.to_str().unwrap_or("");
     let essence = ct
@@ -72,17 +106,29 @@ pub(crate) fn require_json_body(headers: &HeaderMap) -> Result<(), ApiError> {
         .trim()
         .to_ascii_lowercase();
     match essence.as_str() {
-        "application/json" | "" => Ok(()),
-        "application/vnd.kubernetes.protobuf" => {
-            let mut e = ApiError::unsupported_media_type_accepting(&[JSON]);
-            e.message = "the body of the request was in protobuf, which this server does not \
-                decode; only application/json is accepted (set contentType: application/json in \
-                the KubeletConfiguration, clientConnection.contentType: application/json for \
-                kube-proxy)"
-                .to_owned();
-            Err(e)
-        }
-        _ => Err(ApiError::unsupported_media_type_accepting(&[JSON])),
+        "application/json" | "" => Ok(BodyFormat::Json),
+        kpb::MEDIA_TYPE => Ok(BodyFormat::Protobuf),
+        _ => Err(ApiError::unsupported_media_type_accepting(&[
+            JSON,
+            kpb::MEDIA_TYPE,
+        ])),
+    }
+}
+
+/// The JSON form of a request body in either encoding. A protobuf body of a kind without a
+/// protobuf form (a custom resource) is 415; one that does not decode is 400.
+pub(crate) fn body_value(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    match body_format(headers)? {
+        BodyFormat::Json => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}"))),
+        BodyFormat::Protobuf => kpb::decode(body).map_err(|e| match e {
+            kpb::Error::Unsupported { .. } => {
+                let mut err = ApiError::unsupported_media_type_accepting(&[JSON]);
+                err.message = e.to_string();
+                err
+            }
+            e => ApiError::bad_request(format!("the protobuf request body does not decode: {e}")),
+        }),
     }
 }
 
@@ -143,7 +189,7 @@ fn choose<T>(headers: &HeaderMap, pick: impl Fn(&MediaRange) -> Option<T>) -> Re
     ranges.sort_by(|a, b| b.q.total_cmp(&a.q));
     ranges
         .iter()
-        .filter(|r| r.q > 0.0 && r.is_json())
+        .filter(|r| r.q > 0.0)
         .find_map(pick)
         .ok_or_else(not_acceptable)
 }
@@ -174,7 +220,8 @@ fn not_acceptable() -> ApiError {
     ApiError::not_acceptable(
         "only the following media types are accepted: application/json, \
          application/json;as=Table;v=v1;g=meta.k8s.io, \
-         application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
+         application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io, and \
+         application/vnd.kubernetes.protobuf for built-in kinds",
     )
 }
 

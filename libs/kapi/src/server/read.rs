@@ -22,7 +22,7 @@ use super::Target;
 use super::error::{TOO_LARGE_WAIT_SECS, from_store};
 use super::negotiate::Output;
 use super::query::{Params, ReadParams, Start};
-use super::render::{self, JSON, Page};
+use super::render::{self, Page};
 use super::select;
 use super::token::ContinueToken;
 
@@ -51,7 +51,11 @@ pub(crate) async fn get(
         .map_err(from_store)?
         .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
     let body = render::single(info, output, read.include_object, &obj, None)?;
-    Ok(render::bytes_response(StatusCode::OK, JSON, body))
+    Ok(render::bytes_response(
+        StatusCode::OK,
+        output.media_type(),
+        body,
+    ))
 }
 
 /// GET of a collection.
@@ -96,7 +100,11 @@ pub(crate) async fn list(
         continue_token,
     };
     let body = render::list(info, output, read.include_object, &page)?;
-    Ok(render::bytes_response(StatusCode::OK, JSON, body))
+    Ok(render::bytes_response(
+        StatusCode::OK,
+        output.media_type(),
+        body,
+    ))
 }
 
 /// Every object the selectors pick (no paging), with the snapshot revision.

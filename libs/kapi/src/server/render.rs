@@ -102,6 +102,12 @@ pub(crate) fn list(
     let meta = list_meta(page.resource_version, page.continue_token.as_deref());
     match output {
         Output::Json => json_list(info, page, &meta),
+        Output::Protobuf => protobuf(json!({
+            "kind": info.list_kind,
+            "apiVersion": info.api_version(),
+            "metadata": meta,
+            "items": values(info, page.items)?,
+        })),
         Output::Table => {
             let objects = values(info, page.items)?;
             let mut t = table::render(info, &objects, include, now());
@@ -134,6 +140,7 @@ pub(crate) fn single(
 ) -> Result<Bytes, ApiError> {
     match output {
         Output::Json => object_json(info, obj, resource_version),
+        Output::Protobuf => protobuf(object_value(info, obj, resource_version)?),
         Output::Table => {
             let value = object_value(info, obj, resource_version)?;
             let rv = value["metadata"]["resourceVersion"].clone();
@@ -146,6 +153,49 @@ pub(crate) fn single(
             Ok(to_bytes(&partial(&value)))
         }
     }
+}
+
+/// The protobuf body of an object (or list) of a built-in kind; a stored object that does
+/// not convert is a server error naming it.
+pub(crate) fn protobuf(value: Value) -> Result<Bytes, ApiError> {
+    let name = value["metadata"]["name"].as_str().unwrap_or("").to_owned();
+    kpb::encode(value).map(Bytes::from).map_err(|e| {
+        tracing::error!(%name, error = %e, "object has no protobuf form");
+        ApiError::internal(format!("{name}: {e}"))
+    })
+}
+
+/// A body in the negotiated form: protobuf when asked for and the kind has one (a `Status`
+/// and the built-in kinds), JSON otherwise (clients decode by the response's type).
+pub(crate) fn value_response(output: Output, code: StatusCode, value: &Value) -> Response {
+    if output == Output::Protobuf
+        && let Ok(body) = kpb::encode(value.clone())
+    {
+        return bytes_response(code, kpb::MEDIA_TYPE, Bytes::from(body));
+    }
+    json_response(code, value)
+}
+
+/// One watch event in the stream's form: a JSON line, or a length-prefixed protobuf frame
+/// whose object is `object` (already encoded in that form).
+pub(crate) fn watch_event(output: Output, kind: &str, object: Bytes) -> Bytes {
+    match output {
+        Output::Protobuf => Bytes::from(kpb::watch_frame_of(kind, object.to_vec())),
+        _ => event_line(kind, &object),
+    }
+}
+
+/// A watch event whose object is built here as JSON (bookmarks, errors).
+pub(crate) fn watch_event_json(output: Output, kind: &str, json: Bytes) -> Bytes {
+    if output == Output::Protobuf {
+        let encoded = serde_json::from_slice::<Value>(&json)
+            .ok()
+            .and_then(|v| kpb::encode(v).ok());
+        if let Some(body) = encoded {
+            return Bytes::from(kpb::watch_frame_of(kind, body));
+        }
+    }
+    event_line(kind, &json)
 }
 
 /// `{"type":"<kind>","object":<object>}` and a newline.

@@ -16,8 +16,6 @@ use axum::response::Response;
 use objstore::ObjKey;
 use serde_json::Value;
 
-pub(crate) mod approval;
-
 use super::Target;
 use super::error::from_store;
 use super::query::Params;

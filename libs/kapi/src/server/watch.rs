@@ -71,7 +71,7 @@ pub(crate) async fn serve(
             if let Some(rv) = rv
                 && !reached(&api.store, rv).await
             {
-                return Ok(expired_stream(too_new(rv, api.store.revision())));
+                return Ok(expired_stream(output, too_new(rv, api.store.revision())));
             }
             let snapshot = select_all(api, &info, ns, name, &read).await?;
             initial.extend(snapshot.items);
@@ -85,7 +85,7 @@ pub(crate) async fn serve(
         (Some(false), None) => api.store.revision(),
         (_, Some(rv)) => {
             if !reached(&api.store, rv).await {
-                return Ok(expired_stream(too_new(rv, api.store.revision())));
+                return Ok(expired_stream(output, too_new(rv, api.store.revision())));
             }
             rv
         }
@@ -116,11 +116,11 @@ pub(crate) async fn serve(
     if session.initial.is_empty() {
         match session.start() {
             Ok(()) => {}
-            Err(e) if e.code == 410 => return Ok(expired_stream(e)),
+            Err(e) if e.code == 410 => return Ok(expired_stream(output, e)),
             Err(e) => return Err(e),
         }
     }
-    Ok(stream_response(session.into_stream().boxed()))
+    Ok(stream_response(output, session.into_stream().boxed()))
 }
 
 /// One watch in progress.
@@ -185,14 +185,15 @@ impl Session {
             return Some(self.event_line(EventKind::Added, &obj, None));
         }
         if let Some(rv) = self.end_bookmark.take() {
-            return Some(render::event_line(
+            return Some(render::watch_event_json(
+                self.output,
                 "BOOKMARK",
-                &render::bookmark(&self.info, rv, true),
+                render::bookmark(&self.info, rv, true),
             ));
         }
         if let Err(e) = self.start() {
             self.done = true;
-            return Some(error_line(&e));
+            return Some(error_line(self.output, &e));
         }
         let step = tokio::select! {
             biased;
@@ -268,7 +269,11 @@ impl Session {
     }
 
     fn bookmark_line(&self, rv: u64) -> Bytes {
-        render::event_line("BOOKMARK", &render::bookmark(&self.info, rv, false))
+        render::watch_event_json(
+            self.output,
+            "BOOKMARK",
+            render::bookmark(&self.info, rv, false),
+        )
     }
 
     fn on_item(&mut self, item: Option<Result<WatchEvent, StoreError>>) -> Step {
@@ -287,7 +292,7 @@ impl Session {
             }
             Some(Err(e)) => {
                 self.done = true;
-                Step::Line(error_line(&from_store(e)))
+                Step::Line(error_line(self.output, &from_store(e)))
             }
             None => Step::End,
         }
@@ -296,11 +301,11 @@ impl Session {
     /// An event line; an object that cannot be rendered ends the stream with an ERROR.
     fn event_line(&mut self, kind: EventKind, obj: &StoredObject, rv: Option<u64>) -> Bytes {
         match render::single(&self.info, self.output, self.include, obj, rv) {
-            Ok(object) => render::event_line(kind.as_str(), &object),
+            Ok(object) => render::watch_event(self.output, kind.as_str(), object),
             Err(e) => {
                 self.done = true;
                 self.initial.clear();
-                error_line(&e)
+                error_line(self.output, &e)
             }
         }
     }
@@ -316,12 +321,17 @@ async fn next_event(watcher: &mut Option<Watcher>) -> Option<Result<WatchEvent, 
 
 /// A 200 watch response whose body is `stream`.
 fn stream_response(
+    output: Output,
     stream: futures::stream::BoxStream<'static, Result<Bytes, Infallible>>,
 ) -> Response {
     let mut resp = Response::new(Body::from_stream(stream));
     *resp.status_mut() = StatusCode::OK;
+    let media_type = match output {
+        Output::Protobuf => kpb::WATCH_MEDIA_TYPE,
+        _ => JSON,
+    };
     resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Ended at a frame boundary when the server shuts down.
@@ -330,13 +340,16 @@ fn stream_response(
 }
 
 /// A 200 watch response with one ERROR event, as apiserver reports watch failures.
-fn expired_stream(error: ApiError) -> Response {
-    let line = error_line(&error);
-    stream_response(futures::stream::once(async move { Ok(line) }).boxed())
+fn expired_stream(output: Output, error: ApiError) -> Response {
+    let line = error_line(output, &error);
+    stream_response(
+        output,
+        futures::stream::once(async move { Ok(line) }).boxed(),
+    )
 }
 
-fn error_line(error: &ApiError) -> Bytes {
-    render::event_line("ERROR", &render::to_bytes(&error.to_status()))
+fn error_line(output: Output, error: &ApiError) -> Bytes {
+    render::watch_event_json(output, "ERROR", render::to_bytes(&error.to_status()))
 }
 
 /// A resourceVersion the store did not reach in time. Reported as 410 so that both kube-rs

@@ -21,11 +21,11 @@ use serde_json::{Map, Value, json};
 use super::Target;
 use super::error::body_too_large;
 use super::manager;
-use super::negotiate::{content_type, require_json_body};
+use super::negotiate::{Output, body_value, content_type};
 use super::openapi::{check_strict, check_strict_patch};
 use super::query::{Params, ReadParams};
 use super::read::select_all;
-use super::render::{self, json_response};
+use super::render;
 use super::subresource;
 use crate::{Api, DeleteOptions, User, WriteRequest};
 
@@ -53,6 +53,8 @@ pub(crate) struct Write<'a> {
     pub(crate) user: &'a User,
     pub(crate) params: &'a Params,
     pub(crate) headers: &'a HeaderMap,
+    /// The negotiated form of the answer.
+    pub(crate) output: Output,
 }
 
 // === impl Verb ===
@@ -99,7 +101,7 @@ impl Write<'_> {
         let dry_run = self.params.dry_run()?;
         let req = self.request(self.target.name.as_deref().unwrap_or(""), dry_run);
         let created = self.api.backend.create(&req, obj).await?;
-        Ok(json_response(StatusCode::CREATED, &created))
+        Ok(self.respond(StatusCode::CREATED, &created))
     }
 
     async fn update(&self, body: Bytes) -> Result<Response, ApiError> {
@@ -115,7 +117,7 @@ impl Write<'_> {
         .await?;
         let req = self.request(name, self.params.dry_run()?);
         let updated = self.api.backend.update(&req, obj).await?;
-        Ok(json_response(StatusCode::OK, &updated))
+        Ok(self.respond(StatusCode::OK, &updated))
     }
 
     async fn patch(&self, body: Bytes) -> Result<Response, ApiError> {
@@ -137,7 +139,7 @@ impl Write<'_> {
         let name = self.target.name.as_deref().unwrap_or("");
         let req = self.request(name, self.params.dry_run()?);
         let patched = self.api.backend.patch(&req, kind, body).await?;
-        Ok(json_response(StatusCode::OK, &patched))
+        Ok(self.respond(StatusCode::OK, &patched))
     }
 
     async fn delete(&self, body: Bytes) -> Result<Response, ApiError> {
@@ -146,7 +148,7 @@ impl Write<'_> {
         let req = self.request(name, dry_run);
         let (code, answer) = self.api.backend.delete(&req, opts).await?;
         let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-        Ok(json_response(code, &answer))
+        Ok(self.respond(code, &answer))
     }
 
     /// Lists what the selectors pick, then deletes each through the backend; answers the list
@@ -177,7 +179,11 @@ impl Write<'_> {
             "metadata": { "resourceVersion": self.api.store.revision().to_string() },
             "items": deleted,
         });
-        Ok(json_response(StatusCode::OK, &list))
+        Ok(self.respond(StatusCode::OK, &list))
+    }
+
+    fn respond(&self, code: StatusCode, value: &Value) -> Response {
+        render::value_response(self.output, code, value)
     }
 
     fn request<'r>(&'r self, name: &'r str, dry_run: bool) -> WriteRequest<'r> {
@@ -195,21 +201,7 @@ impl Write<'_> {
     /// The JSON object in the body, with kind and apiVersion checked (and filled in) for the
     /// resource and its same-kind subresources, and the namespace checked against the URL.
     fn object(&self, body: &[u8]) -> Result<Value, ApiError> {
-        // The reviews kubectl sends in protobuf (`kubectl auth can-i`, `kubectl auth whoami`).
-        let kind = &self.target.info.kind;
-        let ct = content_type(self.headers);
-        if let Some(obj) = apimachinery::rbac::proto::decode_review(ct, kind, body) {
-            return Ok(obj);
-        }
-        if self.target.subresource.as_deref() == Some("approval")
-            && let Some(obj) = subresource::approval::decode(ct, body)?
-        {
-            return Ok(obj);
-        }
-        require_json_body(self.headers)?;
-        let mut obj: Value = serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
-        })?;
+        let mut obj = body_value(self.headers, body)?;
         let Some(map) = obj.as_object_mut() else {
             return Err(ApiError::bad_request(
                 "the request body is not a JSON object",
@@ -237,11 +229,10 @@ impl Write<'_> {
         let parsed: DeleteBody = if body.iter().all(u8::is_ascii_whitespace) {
             DeleteBody::default()
         } else {
-            require_json_body(self.headers)?;
             let invalid = |e: serde_json::Error| {
                 ApiError::bad_request(format!("the DeleteOptions in the body are invalid: {e}"))
             };
-            match serde_json::from_slice::<Value>(body).map_err(invalid)? {
+            match body_value(self.headers, body)? {
                 Value::Null => DeleteBody::default(),
                 value => serde_json::from_value(value).map_err(invalid)?,
             }

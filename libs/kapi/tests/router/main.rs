@@ -7,6 +7,7 @@ mod support;
 mod discovery;
 mod list;
 mod local;
+mod protobuf;
 mod surface;
 mod validation;
 mod watch;

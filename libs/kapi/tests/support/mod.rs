@@ -230,6 +230,35 @@ impl WatchStream {
         }
     }
 
+    /// The next event of a protobuf watch (type and the object's JSON form); panics after 5 s
+    /// without one, `None` at the end of the stream.
+    pub async fn next_frame(&mut self) -> Option<(String, Value)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            if self.buffer.len() >= 4 && self.buffer.len() >= frame_len(&self.buffer) {
+                let n = frame_len(&self.buffer);
+                let (mut events, _) =
+                    kpb::read_watch_frames(&self.buffer[..n]).expect("a protobuf frame");
+                self.buffer.drain(..n);
+                return Some(events.remove(0));
+            }
+            let frame = tokio::time::timeout_at(deadline, self.body.frame())
+                .await
+                .expect("a watch frame within the time limit");
+            match frame {
+                None => {
+                    assert!(self.buffer.is_empty(), "a partial frame at the end");
+                    return None;
+                }
+                Some(frame) => {
+                    if let Ok(data) = frame.expect("body frame").into_data() {
+                        self.buffer.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
+    }
+
     /// Events until `n` were read (panics if the stream ends first).
     pub async fn take(&mut self, n: usize) -> Vec<Value> {
         let mut out = Vec::new();
@@ -265,6 +294,11 @@ impl Reply {
         assert_eq!(self.content_type(), "application/json");
         body
     }
+}
+
+/// The length of the first frame (prefix included) of a protobuf watch buffer.
+fn frame_len(buf: &[u8]) -> usize {
+    4 + u32::from_be_bytes(buf[..4].try_into().expect("a length prefix")) as usize
 }
 
 pub fn request(method: Method, uri: &str, headers: &[(&str, &str)], body: Body) -> Request<Body> {

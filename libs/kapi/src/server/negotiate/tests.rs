@@ -13,37 +13,37 @@ fn kubectl_get_asks_for_a_table() {
     let h = accept(
         "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json",
     );
-    assert_eq!(output(&h).unwrap(), Output::Table);
+    assert_eq!(output(&h, true).unwrap(), Output::Table);
     let h = accept("application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json");
-    assert_eq!(output(&h).unwrap(), Output::Json);
+    assert_eq!(output(&h, true).unwrap(), Output::Json);
 }
 
 #[test]
-fn protobuf_alone_is_not_acceptable_but_with_json_is_json() {
-    assert_eq!(
-        output(&accept("application/vnd.kubernetes.protobuf"))
-            .unwrap_err()
-            .code,
-        406
+fn protobuf_is_chosen_for_kinds_that_have_it_and_json_otherwise() {
+    let pb_first = accept("application/vnd.kubernetes.protobuf,application/json");
+    assert_eq!(output(&pb_first, true).unwrap(), Output::Protobuf);
+    assert_eq!(output(&pb_first, false).unwrap(), Output::Json);
+    let proxy = accept("application/vnd.kubernetes.protobuf, */*");
+    assert_eq!(output(&proxy, true).unwrap(), Output::Protobuf);
+    assert_eq!(output(&proxy, false).unwrap(), Output::Json);
+    // A custom resource asked for in protobuf alone is 406, as from kube-apiserver.
+    let only = accept("application/vnd.kubernetes.protobuf");
+    assert_eq!(output(&only, false).unwrap_err().code, 406);
+    // Metadata-only protobuf is not served: the JSON form that follows is.
+    let meta = accept(
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
     );
-    assert_eq!(
-        output(&accept(
-            "application/vnd.kubernetes.protobuf,application/json"
-        ))
-        .unwrap(),
-        Output::Json
-    );
-    assert_eq!(
-        output(&accept("application/vnd.kubernetes.protobuf, */*")).unwrap(),
-        Output::Json
-    );
-    assert_eq!(output(&HeaderMap::new()).unwrap(), Output::Json);
+    assert_eq!(output(&meta, true).unwrap(), Output::Metadata);
+    let json_first = accept("application/json,application/vnd.kubernetes.protobuf");
+    assert_eq!(output(&json_first, true).unwrap(), Output::Json);
+    assert_eq!(output(&HeaderMap::new(), true).unwrap(), Output::Json);
+    assert_eq!(discovery(&only).unwrap_err().code, 406);
 }
 
 #[test]
 fn metadata_only_is_understood() {
     let h = accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
-    assert_eq!(output(&h).unwrap(), Output::Metadata);
+    assert_eq!(output(&h, true).unwrap(), Output::Metadata);
 }
 
 #[test]
@@ -62,25 +62,37 @@ fn aggregated_discovery_only_when_asked_first() {
 #[test]
 fn q_values_reorder() {
     let h = accept("application/json;as=Table;v=v1;g=meta.k8s.io;q=0.5,application/json");
-    assert_eq!(output(&h).unwrap(), Output::Json);
+    assert_eq!(output(&h, true).unwrap(), Output::Json);
 }
 
 #[test]
-fn request_bodies_must_be_json() {
+fn request_bodies_are_json_or_protobuf() {
     let mut h = HeaderMap::new();
-    assert!(require_json_body(&h).is_ok());
+    assert_eq!(body_format(&h).unwrap(), BodyFormat::Json);
     h.insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/json; charset=utf-8"),
     );
-    assert!(require_json_body(&h).is_ok());
+    assert_eq!(body_format(&h).unwrap(), BodyFormat::Json);
     h.insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
     );
-    let e = require_json_body(&h).unwrap_err();
-    assert_eq!(e.code, 415);
-    assert!(e.message.contains("contentType"), "{}", e.message);
+    assert_eq!(body_format(&h).unwrap(), BodyFormat::Protobuf);
+    let e = body_value(&h, b"{}").unwrap_err();
+    assert_eq!(e.code, 400);
+    assert!(e.message.contains("magic"), "{}", e.message);
+    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}});
+    assert_eq!(
+        body_value(&h, &kpb::encode(cm.clone()).unwrap()).unwrap(),
+        cm
+    );
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
-    assert_eq!(require_json_body(&h).unwrap_err().code, 415);
+    let e = body_format(&h).unwrap_err();
+    assert_eq!(e.code, 415);
+    assert!(
+        e.message.contains("application/vnd.kubernetes.protobuf"),
+        "{}",
+        e.message
+    );
 }

@@ -1,0 +1,165 @@
+//! Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`) of the built-in
+//! kinds, for the REST layer: what kubelet, kube-proxy, kubectl's imperative commands and any
+//! client-go typed client send and prefer by default.
+//!
+//! The messages are k8s-pb's (generated from Kubernetes' `.proto` files); the JSON form goes
+//! through k8s-openapi's types (generated from the same Go types), with a conversion per type
+//! that `tools/pbgen` writes into `generated.rs`. JSON stays the stored form: this crate only
+//! turns a JSON object into its protobuf bytes and back.
+//!
+//! Wire format: a body is the magic `k8s\0` followed by a `runtime.Unknown` whose `typeMeta`
+//! names the kind and whose `raw` is the object's message. A watch stream is a sequence of
+//! frames, each a 4-byte big-endian length and a `meta.v1.WatchEvent` (no magic) whose
+//! `object.raw` is one such body.
+
+mod conv;
+#[rustfmt::skip]
+mod generated;
+mod registry;
+
+use k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent;
+use k8s_pb::apimachinery::pkg::runtime::{RawExtension, TypeMeta, Unknown};
+use prost::Message;
+use serde_json::Value;
+
+pub use registry::kinds;
+
+/// The media type of a protobuf body.
+pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+/// The media type of a protobuf watch stream.
+pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+/// The four bytes every protobuf body starts with.
+pub const MAGIC: &[u8] = b"k8s\0";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the body does not start with Kubernetes' protobuf magic \"k8s\\0\"")]
+    NoMagic,
+    #[error("the protobuf envelope (runtime.Unknown) does not decode: {0}")]
+    Envelope(prost::DecodeError),
+    #[error("the protobuf envelope names no kind (typeMeta.kind is empty)")]
+    NoKind,
+    #[error("the protobuf body has content encoding {0:?}; only an unencoded body is accepted")]
+    ContentEncoding(String),
+    #[error("{kind} ({api_version}) has no protobuf form here; send it as application/json")]
+    Unsupported { api_version: String, kind: String },
+    #[error("the {kind} message does not decode: {source}")]
+    Message {
+        kind: String,
+        source: prost::DecodeError,
+    },
+    #[error("the {kind} object does not convert: {source}")]
+    Json {
+        kind: String,
+        source: serde_json::Error,
+    },
+    #[error("a watch frame is cut short: {0} bytes announced, fewer received")]
+    ShortFrame(usize),
+}
+
+fn type_of(object: &Value) -> (&str, &str) {
+    let s = |k| object.get(k).and_then(Value::as_str).unwrap_or("");
+    (s("apiVersion"), s("kind"))
+}
+
+/// Whether `apiVersion`/`kind` have a protobuf form (built-in kinds and their lists).
+pub fn supports(api_version: &str, kind: &str) -> bool {
+    registry::lookup(api_version, kind).is_some()
+}
+
+/// The protobuf body of a JSON object (its `apiVersion` and `kind` say which message).
+pub fn encode(object: Value) -> Result<Vec<u8>, Error> {
+    let (api_version, kind) = type_of(&object);
+    let (api_version, kind) = (api_version.to_owned(), kind.to_owned());
+    let entry = registry::lookup(&api_version, &kind).ok_or_else(|| Error::Unsupported {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+    })?;
+    let raw = (entry.encode)(object)?;
+    let unknown = Unknown {
+        type_meta: Some(TypeMeta {
+            api_version: Some(api_version),
+            kind: Some(kind),
+        }),
+        raw: Some(raw),
+        content_encoding: None,
+        content_type: None,
+    };
+    let mut out = Vec::with_capacity(MAGIC.len() + unknown.encoded_len());
+    out.extend_from_slice(MAGIC);
+    unknown
+        .encode(&mut out)
+        .expect("a Vec grows to take any message");
+    Ok(out)
+}
+
+/// The JSON form of a protobuf body, with `apiVersion` and `kind` from its envelope.
+pub fn decode(body: &[u8]) -> Result<Value, Error> {
+    let unknown = body.strip_prefix(MAGIC).ok_or(Error::NoMagic)?;
+    let unknown = Unknown::decode(unknown).map_err(Error::Envelope)?;
+    if let Some(enc) = unknown.content_encoding.filter(|e| !e.is_empty()) {
+        return Err(Error::ContentEncoding(enc));
+    }
+    let meta = unknown.type_meta.unwrap_or_default();
+    let api_version = meta.api_version.unwrap_or_default();
+    let kind = meta.kind.filter(|k| !k.is_empty()).ok_or(Error::NoKind)?;
+    let entry = registry::lookup(&api_version, &kind).ok_or_else(|| Error::Unsupported {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+    })?;
+    let mut object = (entry.decode)(&unknown.raw.unwrap_or_default())?;
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".into(), Value::String(api_version));
+        map.insert("kind".into(), Value::String(kind));
+    }
+    Ok(object)
+}
+
+/// One frame of a protobuf watch stream: an event of `event_type` (`ADDED`, `MODIFIED`,
+/// `DELETED`, `BOOKMARK`, `ERROR`) carrying `object`.
+pub fn watch_frame(event_type: &str, object: Value) -> Result<Vec<u8>, Error> {
+    Ok(watch_frame_of(event_type, encode(object)?))
+}
+
+/// A watch frame around an object already encoded by [`encode`].
+pub fn watch_frame_of(event_type: &str, body: Vec<u8>) -> Vec<u8> {
+    let event = WatchEvent {
+        r#type: Some(event_type.to_owned()),
+        object: Some(RawExtension { raw: Some(body) }),
+    };
+    let len = event.encoded_len();
+    let mut out = Vec::with_capacity(4 + len);
+    out.extend_from_slice(
+        &u32::try_from(len)
+            .expect("an event under 4 GiB")
+            .to_be_bytes(),
+    );
+    event
+        .encode(&mut out)
+        .expect("a Vec grows to take any message");
+    out
+}
+
+/// Reads the complete frames at the start of `buf`: the events (type and JSON object) and
+/// how many bytes they took (a trailing partial frame is left for the next read).
+pub fn read_watch_frames(buf: &[u8]) -> Result<(Vec<(String, Value)>, usize), Error> {
+    let mut events = Vec::new();
+    let mut at = 0;
+    while buf.len() - at >= 4 {
+        let len = u32::from_be_bytes(buf[at..at + 4].try_into().expect("four bytes")) as usize;
+        let Some(frame) = buf.get(at + 4..at + 4 + len) else {
+            break;
+        };
+        let event = WatchEvent::decode(frame).map_err(|source| Error::Message {
+            kind: "WatchEvent".into(),
+            source,
+        })?;
+        let object = decode(&event.object.and_then(|o| o.raw).unwrap_or_default())?;
+        events.push((event.r#type.unwrap_or_default(), object));
+        at += 4 + len;
+    }
+    Ok((events, at))
+}
+
+#[cfg(test)]
+mod tests;
