@@ -263,12 +263,8 @@ async fn kubectl_drives_the_embedded_control_plane() {
         std::future::ready(lines.lock().unwrap().contains("settings"))
     })
     .await;
-    // (imperative `kubectl create configmap` sends protobuf, which this server does not decode)
-    success(&apply_stdin(
-        &kc,
-        "create",
-        &CONFIGMAP.replace("name: settings", "name: fresh"),
-    ));
+    // (imperative `kubectl create configmap` sends its body in protobuf)
+    ok(&kc, &["create", "configmap", "fresh", "--from-literal=k=v"]);
     eventually("the watch shows the new object", WAIT, || {
         std::future::ready(lines.lock().unwrap().contains("fresh"))
     })
