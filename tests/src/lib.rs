@@ -507,6 +507,27 @@ pub mod edged_site {
     }
 }
 
+/// kubectl with `kubeconfig` (the one on PATH).
+pub fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+}
+
+/// Runs kubectl, expects success, returns stdout.
+pub fn kubectl_ok(kubeconfig: &std::path::Path, args: &[&str]) -> String {
+    let out = kubectl(kubeconfig, args);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The oldest kubectl whose output the kubectl-driven tests compare against (their columns,
 /// `kubectl debug`, server-side validation); older ones are skipped with a printed reason.
 pub const KUBECTL_MIN_MINOR: u32 = 27;

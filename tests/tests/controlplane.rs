@@ -6,30 +6,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use e2e::controller::Desired;
-use e2e::{Pki, Ports, cloud};
+use e2e::{Pki, Ports, cloud, kubectl, kubectl_ok as ok};
 use testkit::eventually;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl is installed")
-}
-
-/// Runs kubectl, expects success, returns stdout.
-fn ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = kubectl(kubeconfig, args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// Runs kubectl with `stdin` as the manifest (`-f -`).
 fn apply_stdin(kubeconfig: &Path, verb: &str, manifest: &str) -> Output {

@@ -4,11 +4,10 @@
 //! core kinds (create, get, list, watch), the way kubelet and kube-proxy talk.
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use e2e::controller::Desired;
-use e2e::{Pki, Ports, cloud};
+use e2e::{Pki, Ports, cloud, kubectl, kubectl_ok as ok};
 use http::{Method, Request};
 use serde_json::{Value, json};
 use testkit::eventually;
@@ -17,25 +16,6 @@ const WAIT: Duration = Duration::from_secs(20);
 const PB: &str = "application/vnd.kubernetes.protobuf";
 /// kubelet's Accept when it talks protobuf.
 const PB_THEN_JSON: &str = "application/vnd.kubernetes.protobuf,application/json";
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs")
-}
-
-fn ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = kubectl(kubeconfig, args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn get_json(kubeconfig: &Path, args: &[&str]) -> Value {
     let mut args = args.to_vec();

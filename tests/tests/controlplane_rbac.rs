@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use e2e::controller::Desired;
-use e2e::{Cloud, Pki, Ports, cloud};
+use e2e::{Cloud, Pki, Ports, cloud, kubectl};
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenReview};
 use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SubjectAccessReview};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
@@ -435,16 +435,6 @@ async fn the_bootstrap_policy_is_made_at_start_and_restored_at_restart() {
     let restored = roles.get("system:basic-user").await.unwrap();
     assert_eq!(restored.rules.unwrap_or_default().len(), 2);
     cloud.stop().await;
-}
-
-/// kubectl with `kubeconfig`.
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs")
 }
 
 fn stdout(out: &Output) -> String {

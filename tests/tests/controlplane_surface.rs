@@ -6,11 +6,11 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use e2e::controller::Desired;
-use e2e::{Pki, Ports, cloud};
+use e2e::{Pki, Ports, cloud, kubectl, kubectl_ok as ok};
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -100,26 +100,6 @@ const GETS: &[(&str, &str, &str)] = &[
 
 fn has_kubectl() -> bool {
     e2e::recent_kubectl()
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl runs")
-}
-
-/// Runs kubectl, expects success, returns stdout.
-fn ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = kubectl(kubeconfig, args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn apply(kubeconfig: &Path, manifest: &str) -> String {

@@ -4,12 +4,10 @@
 //! is also made through the kube crate.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use e2e::{Pki, Ports, k8s_cloud};
+use e2e::{Pki, Ports, k8s_cloud, kubectl_ok};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -115,16 +113,6 @@ async fn events(client: &kube::Client, reason: &str) -> Vec<String> {
         .filter(|e| e.reason.as_deref() == Some(reason))
         .filter_map(|e| e.message)
         .collect()
-}
-
-/// Runs kubectl, expects success, returns its output.
-fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let mut command = Command::new("kubectl");
-    let out = command.arg("--kubeconfig").arg(kubeconfig).args(args);
-    let out = out.output().expect("kubectl runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "kubectl {args:?}: {err}");
-    String::from_utf8(out.stdout).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,9 +7,15 @@
 //! - lists: every pod in one list, and the same in pages of 500;
 //! - watch: a watch opened at the current revision, then `--watched` pods labelled; the time
 //!   until the watch delivered every change (events per second);
+//! - server-side apply: `--applied` config maps applied by one field manager, then applied
+//!   again with a change (per second each);
 //! - memory: cloudcore's resident memory idle, with the pods, and with `--others` more objects
 //!   spread over other kinds (configmaps, secrets, services, and deployments when apps/v1 is
 //!   served).
+//!
+//! With `--protobuf`, the pod creates, lists and the watch use Kubernetes' protobuf encoding
+//! (request and response bodies, watch frames) as kubelet and client-go do by default; the
+//! client decodes every response either way.
 //!
 //! `cargo build --release -p e2e --bin apibench --bin e2e-cloudcore && target/release/apibench`
 
@@ -39,6 +45,12 @@ struct Args {
     /// Pods changed while a watch counts the events.
     #[arg(long, default_value_t = 2_000)]
     watched: usize,
+    /// Config maps created and then changed by server-side apply.
+    #[arg(long, default_value_t = 2_000)]
+    applied: usize,
+    /// Pod creates, lists and the watch in protobuf instead of JSON.
+    #[arg(long)]
+    protobuf: bool,
 }
 
 const NAMESPACE: &str = "bench";
@@ -76,16 +88,29 @@ async fn main() -> anyhow::Result<()> {
     let ns = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?;
     namespaces.create(&PostParams::default(), &ns).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let encoding = if args.protobuf { "protobuf" } else { "JSON" };
+    println!("pod creates, lists and watch in {encoding}");
 
     // Creates.
     let started = Instant::now();
     let mut latencies: Vec<Duration> = futures::stream::iter(0..args.pods)
         .map(|i| {
             let pods = pods.clone();
+            let client = client.clone();
             async move {
-                let pod: Pod = serde_json::from_value(pod(i))?;
                 let t = Instant::now();
-                pods.create(&PostParams::default(), &pod).await?;
+                if args.protobuf {
+                    let mut body = pod(i);
+                    body["apiVersion"] = json!("v1");
+                    body["kind"] = json!("Pod");
+                    let body = kpb::encode(body)?;
+                    let created =
+                        proto::send(&client, http::Method::POST, PODS, Some(body)).await?;
+                    kpb::decode(&created)?;
+                } else {
+                    let pod: Pod = serde_json::from_value(pod(i))?;
+                    pods.create(&PostParams::default(), &pod).await?;
+                }
                 anyhow::Ok(t.elapsed())
             }
         })
@@ -109,48 +134,58 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // Lists.
-    let t = Instant::now();
-    let all = pods.list(&ListParams::default()).await?;
-    let whole = t.elapsed();
-    anyhow::ensure!(all.items.len() == args.pods, "listed {}", all.items.len());
-    let t = Instant::now();
-    let mut params = ListParams::default().limit(500);
-    let mut paged = 0;
-    loop {
-        let page = pods.list(&params).await?;
-        paged += page.items.len();
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(c) => params = params.continue_token(&c),
-            None => break,
+    let (whole, paged_took, from) = if args.protobuf {
+        proto::lists(&client, args.pods).await?
+    } else {
+        let t = Instant::now();
+        let all = pods.list(&ListParams::default()).await?;
+        let whole = t.elapsed();
+        anyhow::ensure!(all.items.len() == args.pods, "listed {}", all.items.len());
+        let t = Instant::now();
+        let mut params = ListParams::default().limit(500);
+        let mut paged = 0;
+        loop {
+            let page = pods.list(&params).await?;
+            paged += page.items.len();
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(c) => params = params.continue_token(&c),
+                None => break,
+            }
         }
-    }
-    anyhow::ensure!(paged == args.pods, "paged {paged}");
+        anyhow::ensure!(paged == args.pods, "paged {paged}");
+        let from = all.metadata.resource_version.unwrap_or_default();
+        (whole, t.elapsed(), from)
+    };
     println!(
         "list {} pods: {:.0} ms in one list, {:.0} ms in pages of 500",
         args.pods,
         whole.as_secs_f64() * 1e3,
-        t.elapsed().as_secs_f64() * 1e3
+        paged_took.as_secs_f64() * 1e3
     );
 
     // Watch.
-    let from = all.metadata.resource_version.unwrap_or_default();
     let watched = args.watched.min(args.pods);
-    let stream = pods
-        .watch(&kube::api::WatchParams::default(), &from)
-        .await?;
-    let counting = tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        let mut seen = 0;
-        while let Some(event) = stream.next().await {
-            if let Ok(WatchEvent::Modified(_)) = event {
-                seen += 1;
-                if seen == watched {
-                    return Instant::now();
+    let counting = if args.protobuf {
+        let frames = proto::watch(&client, &from).await?;
+        tokio::spawn(proto::count_modified(frames, watched))
+    } else {
+        let stream = pods
+            .watch(&kube::api::WatchParams::default(), &from)
+            .await?;
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            let mut seen = 0;
+            while let Some(event) = stream.next().await {
+                if let Ok(WatchEvent::Modified(_)) = event {
+                    seen += 1;
+                    if seen == watched {
+                        return Instant::now();
+                    }
                 }
             }
-        }
-        Instant::now()
-    });
+            Instant::now()
+        })
+    };
     let t = Instant::now();
     futures::stream::iter(0..watched)
         .map(|i| {
@@ -175,6 +210,8 @@ async fn main() -> anyhow::Result<()> {
         took.as_secs_f64() * 1e3,
         watched as f64 / took.as_secs_f64()
     );
+
+    apply_phase(&client, args.applied, args.concurrency).await?;
 
     // Other kinds.
     let mut kinds = vec![
@@ -223,6 +260,143 @@ async fn main() -> anyhow::Result<()> {
         mib(rss_kib(pid)?)
     );
     Ok(())
+}
+
+/// Server-side apply: `n` config maps created by an apply, then each applied again with a
+/// changed value (the field manager owns the field, so no conflict).
+async fn apply_phase(client: &kube::Client, n: usize, concurrency: usize) -> anyhow::Result<()> {
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    for round in ["create", "change"] {
+        let t = Instant::now();
+        futures::stream::iter(0..n)
+            .map(|i| {
+                let maps = maps.clone();
+                async move {
+                    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": format!("applied-{i}"), "labels": {"bench": "ssa"}},
+                        "data": {"round": round, "index": i.to_string()}});
+                    let params = PatchParams::apply("apibench");
+                    maps.patch(&format!("applied-{i}"), &params, &Patch::Apply(&body))
+                        .await
+                }
+            })
+            .buffer_unordered(concurrency)
+            .try_collect::<Vec<_>>()
+            .await?;
+        println!(
+            "server-side apply, {round} {n} config maps: {:.0}/s",
+            n as f64 / t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+const PODS: &str = "/api/v1/namespaces/bench/pods";
+
+/// The protobuf client side: raw requests through the `kube` client (its TLS and
+/// credentials), bodies encoded and decoded with `kpb`.
+mod proto {
+    use std::time::{Duration, Instant};
+
+    use anyhow::Context as _;
+    use http_body_util::BodyExt as _;
+
+    use super::PODS;
+
+    const ACCEPT: &str = "application/vnd.kubernetes.protobuf,application/json";
+
+    pub async fn send(
+        client: &kube::Client,
+        method: http::Method,
+        uri: &str,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<bytes::Bytes> {
+        let resp = request(client, method, uri, body).await?;
+        let status = resp.status();
+        let body = resp.into_body().collect().await?.to_bytes();
+        anyhow::ensure!(
+            status.is_success(),
+            "{uri}: {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        Ok(body)
+    }
+
+    async fn request(
+        client: &kube::Client,
+        method: http::Method,
+        uri: &str,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<http::Response<kube::client::Body>> {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("accept", ACCEPT);
+        if body.is_some() {
+            req = req.header("content-type", kpb::MEDIA_TYPE);
+        }
+        let req = req.body(kube::client::Body::from(body.unwrap_or_default()))?;
+        Ok(client.send(req).await?)
+    }
+
+    /// One whole list and the same in pages of 500, each decoded; the list's revision.
+    pub async fn lists(
+        client: &kube::Client,
+        want: usize,
+    ) -> anyhow::Result<(Duration, Duration, String)> {
+        let t = Instant::now();
+        let all = kpb::decode(&send(client, http::Method::GET, PODS, None).await?)?;
+        let whole = t.elapsed();
+        let items = all["items"].as_array().map_or(0, Vec::len);
+        anyhow::ensure!(items == want, "listed {items}");
+        let t = Instant::now();
+        let (mut paged, mut cont) = (0, String::new());
+        loop {
+            let uri = format!("{PODS}?limit=500&continue={cont}");
+            let page = kpb::decode(&send(client, http::Method::GET, &uri, None).await?)?;
+            paged += page["items"].as_array().map_or(0, Vec::len);
+            match page["metadata"]["continue"]
+                .as_str()
+                .filter(|c| !c.is_empty())
+            {
+                Some(c) => cont = c.to_owned(),
+                None => break,
+            }
+        }
+        anyhow::ensure!(paged == want, "paged {paged}");
+        let rv = all["metadata"]["resourceVersion"]
+            .as_str()
+            .context("the list's resourceVersion")?
+            .to_owned();
+        Ok((whole, t.elapsed(), rv))
+    }
+
+    pub async fn watch(client: &kube::Client, from: &str) -> anyhow::Result<kube::client::Body> {
+        let uri = format!("{PODS}?watch=true&resourceVersion={from}");
+        let resp = request(client, http::Method::GET, &uri, None).await?;
+        anyhow::ensure!(resp.status().is_success(), "watch: {}", resp.status());
+        Ok(resp.into_body())
+    }
+
+    /// Reads frames, decoding each event, until `want` MODIFIED events were seen.
+    pub async fn count_modified(mut body: kube::client::Body, want: usize) -> Instant {
+        let (mut buf, mut seen) = (Vec::new(), 0);
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data() {
+                buf.extend_from_slice(&data);
+            }
+            let Ok((events, used)) = kpb::read_watch_frames(&buf) else {
+                break;
+            };
+            buf.drain(..used);
+            seen += events.iter().filter(|(t, _)| t == "MODIFIED").count();
+            if seen >= want {
+                break;
+            }
+        }
+        Instant::now()
+    }
 }
 
 fn pod(i: usize) -> Value {
