@@ -189,3 +189,102 @@ impl Conv for FieldsV1 {
         FieldsV1(raw_to_json(p.raw))
     }
 }
+
+/// CustomResourceDefinition schemas: the JSON values and the either-or types.
+mod schema {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+    use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as pb;
+    use serde_json::json;
+
+    use super::{Conv, from_pb, json_to_raw, raw_to_json, to_pb};
+
+    impl Conv for ext::JSON {
+        type Pb = pb::Json;
+        fn to_pb(self) -> Self::Pb {
+            Self::Pb {
+                raw: json_to_raw(self.0),
+            }
+        }
+        fn from_pb(p: Self::Pb) -> Self {
+            ext::JSON(raw_to_json(p.raw))
+        }
+    }
+
+    impl Conv for ext::CustomResourceSubresourceStatus {
+        type Pb = pb::CustomResourceSubresourceStatus;
+        fn to_pb(self) -> Self::Pb {
+            Self::Pb {}
+        }
+        fn from_pb(_: Self::Pb) -> Self {
+            ext::CustomResourceSubresourceStatus(json!({}))
+        }
+    }
+
+    impl Conv for ext::JSONSchemaPropsOrArray {
+        type Pb = pb::JsonSchemaPropsOrArray;
+        fn to_pb(self) -> Self::Pb {
+            match self {
+                Self::Schema(s) => Self::Pb {
+                    schema: Some(Box::new(to_pb(*s))),
+                    j_son_schemas: Vec::new(),
+                },
+                Self::Schemas(v) => Self::Pb {
+                    schema: None,
+                    j_son_schemas: v.into_iter().map(to_pb).collect(),
+                },
+            }
+        }
+        fn from_pb(p: Self::Pb) -> Self {
+            if p.j_son_schemas.is_empty() {
+                Self::Schema(Box::new(from_pb(*p.schema.unwrap_or_default())))
+            } else {
+                Self::Schemas(p.j_son_schemas.into_iter().map(from_pb).collect())
+            }
+        }
+    }
+
+    impl Conv for ext::JSONSchemaPropsOrBool {
+        type Pb = pb::JsonSchemaPropsOrBool;
+        fn to_pb(self) -> Self::Pb {
+            match self {
+                // A schema allows (as Go's unmarshalling of an object sets it).
+                Self::Schema(s) => Self::Pb {
+                    allows: Some(true),
+                    schema: Some(Box::new(to_pb(*s))),
+                },
+                Self::Bool(b) => Self::Pb {
+                    allows: Some(b),
+                    schema: None,
+                },
+            }
+        }
+        fn from_pb(p: Self::Pb) -> Self {
+            match p.schema {
+                Some(s) => Self::Schema(Box::new(from_pb(*s))),
+                None => Self::Bool(p.allows.unwrap_or(false)),
+            }
+        }
+    }
+
+    impl Conv for ext::JSONSchemaPropsOrStringArray {
+        type Pb = pb::JsonSchemaPropsOrStringArray;
+        fn to_pb(self) -> Self::Pb {
+            match self {
+                Self::Schema(s) => Self::Pb {
+                    schema: Some(to_pb(*s)),
+                    property: Vec::new(),
+                },
+                Self::Strings(v) => Self::Pb {
+                    schema: None,
+                    property: v,
+                },
+            }
+        }
+        fn from_pb(p: Self::Pb) -> Self {
+            match p.schema {
+                Some(s) => Self::Schema(Box::new(from_pb(s))),
+                None => Self::Strings(p.property),
+            }
+        }
+    }
+}

@@ -12977,6 +12977,30 @@ impl Conv
         }
     }
 }
+impl Conv
+    for k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition
+{
+    type Pb =
+        k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+    fn to_pb(self) -> Self::Pb {
+        let v = self;
+        Self::Pb {
+            metadata: Some(to_pb(v.metadata)),
+            spec: Some(to_pb(v.spec)),
+            status: v.status.map(to_pb),
+            ..Default::default()
+        }
+    }
+
+    fn from_pb(p: Self::Pb) -> Self {
+        Self {
+            metadata: from_pb(p.metadata.unwrap_or_default()),
+            spec: from_pb(p.spec.unwrap_or_default()),
+            status: p.status.and_then(from_pb_nz),
+        }
+    }
+}
 impl Conv for k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionCondition {
     type Pb = k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionCondition;
 
@@ -13025,6 +13049,31 @@ singular: p.singular.and_then(from_pb_nz),
   }
     }
 }
+impl Conv for k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec {
+    type Pb = k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
+
+    fn to_pb(self) -> Self::Pb {
+        let v = self;
+        Self::Pb { conversion: v.conversion.map(to_pb),
+group: Some(to_pb(v.group)),
+names: Some(to_pb(v.names)),
+preserve_unknown_fields: v.preserve_unknown_fields.map(to_pb),
+scope: Some(to_pb(v.scope)),
+versions: v.versions.into_iter().map(to_pb).collect(),
+ ..Default::default() }
+    }
+
+    fn from_pb(p: Self::Pb) -> Self {
+        
+        Self { conversion: p.conversion.and_then(from_pb_nz),
+group: from_pb(p.group.unwrap_or_default()),
+names: from_pb(p.names.unwrap_or_default()),
+preserve_unknown_fields: p.preserve_unknown_fields.and_then(from_pb_nz),
+scope: from_pb(p.scope.unwrap_or_default()),
+versions: p.versions.into_iter().map(from_pb).collect(),
+  }
+    }
+}
 impl Conv for k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionStatus {
     type Pb = k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionStatus;
 
@@ -13041,6 +13090,37 @@ stored_versions: v.stored_versions.into_iter().flatten().map(to_pb).collect(),
         Self { accepted_names: p.accepted_names.and_then(from_pb_nz),
 conditions: non_empty(p.conditions.into_iter().map(from_pb).collect()),
 stored_versions: non_empty(p.stored_versions.into_iter().map(from_pb).collect()),
+  }
+    }
+}
+impl Conv for k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion {
+    type Pb = k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion;
+
+    fn to_pb(self) -> Self::Pb {
+        let v = self;
+        Self::Pb { additional_printer_columns: v.additional_printer_columns.into_iter().flatten().map(to_pb).collect(),
+deprecated: v.deprecated.map(to_pb),
+deprecation_warning: v.deprecation_warning.map(to_pb),
+name: Some(to_pb(v.name)),
+schema: v.schema.map(to_pb),
+selectable_fields: v.selectable_fields.into_iter().flatten().map(to_pb).collect(),
+served: Some(to_pb(v.served)),
+storage: Some(to_pb(v.storage)),
+subresources: v.subresources.map(to_pb),
+ ..Default::default() }
+    }
+
+    fn from_pb(p: Self::Pb) -> Self {
+        
+        Self { additional_printer_columns: non_empty(p.additional_printer_columns.into_iter().map(from_pb).collect()),
+deprecated: p.deprecated.and_then(from_pb_nz),
+deprecation_warning: p.deprecation_warning.and_then(from_pb_nz),
+name: from_pb(p.name.unwrap_or_default()),
+schema: p.schema.and_then(from_pb_nz),
+selectable_fields: non_empty(p.selectable_fields.into_iter().map(from_pb).collect()),
+served: from_pb(p.served.unwrap_or_default()),
+storage: from_pb(p.storage.unwrap_or_default()),
+subresources: p.subresources.and_then(from_pb_nz),
   }
     }
 }
@@ -13063,6 +13143,43 @@ status_replicas_path: from_pb(p.status_replicas_path.unwrap_or_default()),
   }
     }
 }
+impl Conv for k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceSubresources {
+    type Pb = k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceSubresources;
+
+    fn to_pb(self) -> Self::Pb {
+        let v = self;
+        Self::Pb { scale: v.scale.map(to_pb),
+status: v.status.map(to_pb),
+ ..Default::default() }
+    }
+
+    fn from_pb(p: Self::Pb) -> Self {
+        
+        Self { scale: p.scale.and_then(from_pb_nz),
+status: p.status.and_then(from_pb_nz),
+  }
+    }
+}
+impl Conv
+    for k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceValidation
+{
+    type Pb =
+        k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceValidation;
+
+    fn to_pb(self) -> Self::Pb {
+        let v = self;
+        Self::Pb {
+            open_apiv3_schema: v.open_api_v3_schema.map(to_pb),
+            ..Default::default()
+        }
+    }
+
+    fn from_pb(p: Self::Pb) -> Self {
+        Self {
+            open_api_v3_schema: p.open_apiv3_schema.and_then(from_pb_nz),
+        }
+    }
+}
 impl Conv
     for k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ExternalDocumentation
 {
@@ -13081,6 +13198,171 @@ impl Conv
         Self {
             description: p.description.and_then(from_pb_nz),
             url: p.url.and_then(from_pb_nz),
+        }
+    }
+}
+impl Conv for k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps {
+    type Pb = k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::JsonSchemaProps;
+
+    fn to_pb(self) -> Self::Pb {
+        let v = self;
+        Self::Pb {
+            additional_items: v.additional_items.map(|e| Box::new(to_pb(e))),
+            additional_properties: v.additional_properties.map(|e| Box::new(to_pb(e))),
+            all_of: v.all_of.into_iter().flatten().map(to_pb).collect(),
+            any_of: v.any_of.into_iter().flatten().map(to_pb).collect(),
+            default: v.default.map(to_pb),
+            definitions: v
+                .definitions
+                .into_iter()
+                .flatten()
+                .map(|(k, e)| (k, to_pb(e)))
+                .collect(),
+            dependencies: v
+                .dependencies
+                .into_iter()
+                .flatten()
+                .map(|(k, e)| (k, to_pb(e)))
+                .collect(),
+            description: v.description.map(to_pb),
+            r#enum: v.enum_.into_iter().flatten().map(to_pb).collect(),
+            example: v.example.map(to_pb),
+            exclusive_maximum: v.exclusive_maximum.map(to_pb),
+            exclusive_minimum: v.exclusive_minimum.map(to_pb),
+            external_docs: v.external_docs.map(to_pb),
+            format: v.format.map(to_pb),
+            id: v.id.map(to_pb),
+            items: v.items.map(|e| Box::new(to_pb(e))),
+            maximum: v.maximum.map(to_pb),
+            max_items: v.max_items.map(to_pb),
+            max_length: v.max_length.map(to_pb),
+            max_properties: v.max_properties.map(to_pb),
+            minimum: v.minimum.map(to_pb),
+            min_items: v.min_items.map(to_pb),
+            min_length: v.min_length.map(to_pb),
+            min_properties: v.min_properties.map(to_pb),
+            multiple_of: v.multiple_of.map(to_pb),
+            not: v.not.map(|e| Box::new(to_pb(*e))),
+            nullable: v.nullable.map(to_pb),
+            one_of: v.one_of.into_iter().flatten().map(to_pb).collect(),
+            pattern: v.pattern.map(to_pb),
+            pattern_properties: v
+                .pattern_properties
+                .into_iter()
+                .flatten()
+                .map(|(k, e)| (k, to_pb(e)))
+                .collect(),
+            properties: v
+                .properties
+                .into_iter()
+                .flatten()
+                .map(|(k, e)| (k, to_pb(e)))
+                .collect(),
+            r#ref: v.ref_path.map(to_pb),
+            required: v.required.into_iter().flatten().map(to_pb).collect(),
+            schema: v.schema.map(to_pb),
+            title: v.title.map(to_pb),
+            r#type: v.type_.map(to_pb),
+            unique_items: v.unique_items.map(to_pb),
+            x_kubernetes_embedded_resource: v.x_kubernetes_embedded_resource.map(to_pb),
+            x_kubernetes_int_or_string: v.x_kubernetes_int_or_string.map(to_pb),
+            x_kubernetes_list_map_keys: v
+                .x_kubernetes_list_map_keys
+                .into_iter()
+                .flatten()
+                .map(to_pb)
+                .collect(),
+            x_kubernetes_list_type: v.x_kubernetes_list_type.map(to_pb),
+            x_kubernetes_map_type: v.x_kubernetes_map_type.map(to_pb),
+            x_kubernetes_preserve_unknown_fields: v.x_kubernetes_preserve_unknown_fields.map(to_pb),
+            x_kubernetes_validations: v
+                .x_kubernetes_validations
+                .into_iter()
+                .flatten()
+                .map(to_pb)
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn from_pb(p: Self::Pb) -> Self {
+        Self {
+            additional_items: p.additional_items.map(|e| from_pb(*e)),
+            additional_properties: p.additional_properties.map(|e| from_pb(*e)),
+            all_of: non_empty(p.all_of.into_iter().map(from_pb).collect()),
+            any_of: non_empty(p.any_of.into_iter().map(from_pb).collect()),
+            default: p.default.and_then(from_pb_nz),
+            definitions: non_empty_map(
+                p.definitions
+                    .into_iter()
+                    .map(|(k, e)| (k, from_pb(e)))
+                    .collect(),
+            ),
+            dependencies: non_empty_map(
+                p.dependencies
+                    .into_iter()
+                    .map(|(k, e)| (k, from_pb(e)))
+                    .collect(),
+            ),
+            description: p.description.and_then(from_pb_nz),
+            enum_: non_empty(p.r#enum.into_iter().map(from_pb).collect()),
+            example: p.example.and_then(from_pb_nz),
+            exclusive_maximum: p.exclusive_maximum.and_then(from_pb_nz),
+            exclusive_minimum: p.exclusive_minimum.and_then(from_pb_nz),
+            external_docs: p.external_docs.and_then(from_pb_nz),
+            format: p.format.and_then(from_pb_nz),
+            id: p.id.and_then(from_pb_nz),
+            items: p.items.map(|e| from_pb(*e)),
+            maximum: p.maximum.map(from_pb),
+            max_items: p.max_items.map(from_pb),
+            max_length: p.max_length.map(from_pb),
+            max_properties: p.max_properties.map(from_pb),
+            minimum: p.minimum.map(from_pb),
+            min_items: p.min_items.map(from_pb),
+            min_length: p.min_length.map(from_pb),
+            min_properties: p.min_properties.map(from_pb),
+            multiple_of: p.multiple_of.map(from_pb),
+            not: p.not.map(|e| Box::new(from_pb(*e))),
+            nullable: p.nullable.and_then(from_pb_nz),
+            one_of: non_empty(p.one_of.into_iter().map(from_pb).collect()),
+            pattern: p.pattern.and_then(from_pb_nz),
+            pattern_properties: non_empty_map(
+                p.pattern_properties
+                    .into_iter()
+                    .map(|(k, e)| (k, from_pb(e)))
+                    .collect(),
+            ),
+            properties: non_empty_map(
+                p.properties
+                    .into_iter()
+                    .map(|(k, e)| (k, from_pb(e)))
+                    .collect(),
+            ),
+            ref_path: p.r#ref.and_then(from_pb_nz),
+            required: non_empty(p.required.into_iter().map(from_pb).collect()),
+            schema: p.schema.and_then(from_pb_nz),
+            title: p.title.and_then(from_pb_nz),
+            type_: p.r#type.and_then(from_pb_nz),
+            unique_items: p.unique_items.and_then(from_pb_nz),
+            x_kubernetes_embedded_resource: p.x_kubernetes_embedded_resource.and_then(from_pb_nz),
+            x_kubernetes_int_or_string: p.x_kubernetes_int_or_string.and_then(from_pb_nz),
+            x_kubernetes_list_map_keys: non_empty(
+                p.x_kubernetes_list_map_keys
+                    .into_iter()
+                    .map(from_pb)
+                    .collect(),
+            ),
+            x_kubernetes_list_type: p.x_kubernetes_list_type.and_then(from_pb_nz),
+            x_kubernetes_map_type: p.x_kubernetes_map_type.and_then(from_pb_nz),
+            x_kubernetes_preserve_unknown_fields: p
+                .x_kubernetes_preserve_unknown_fields
+                .map(from_pb),
+            x_kubernetes_validations: non_empty(
+                p.x_kubernetes_validations
+                    .into_iter()
+                    .map(from_pb)
+                    .collect(),
+            ),
         }
     }
 }
@@ -15146,6 +15428,24 @@ impl Conv for k8s_openapi::List<k8s_openapi::api::storage::v1beta1::VolumeAttrib
     }
 }
 
+impl Conv for k8s_openapi::List<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
+    type Pb = k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionList;
+
+    fn to_pb(self) -> Self::Pb {
+        Self::Pb {
+            metadata: Some(to_pb(self.metadata)),
+            items: self.items.into_iter().map(to_pb).collect(),
+        }
+    }
+
+    fn from_pb(p: Self::Pb) -> Self {
+        Self {
+            metadata: p.metadata.map(from_pb).unwrap_or_default(),
+            items: p.items.into_iter().map(from_pb).collect(),
+        }
+    }
+}
+
 impl Conv
     for k8s_openapi::List<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>
 {
@@ -15168,1100 +15468,168 @@ impl Conv
 
 /// Every kind with a protobuf form, by `apiVersion` and `kind`.
 pub(crate) static ENTRIES: &[Entry] = &[
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1",
-        kind: "MutatingWebhookConfiguration",
-        encode: encode::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>,
-        decode: decode::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1",
-        kind: "MutatingWebhookConfigurationList",
-        encode: encode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
-            >,
-        >,
-        decode: decode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
-            >,
-        >,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1",
-        kind: "ValidatingAdmissionPolicy",
-        encode: encode::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>,
-        decode: decode::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1",
-        kind: "ValidatingAdmissionPolicyList",
-        encode: encode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
-            >,
-        >,
-        decode: decode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
-            >,
-        >,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1",
-        kind: "ValidatingAdmissionPolicyBinding",
-        encode: encode::<
-            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
-        >,
-        decode: decode::<
-            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
-        >,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1",
-        kind: "ValidatingAdmissionPolicyBindingList",
-        encode: encode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
-            >,
-        >,
-        decode: decode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
-            >,
-        >,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1",
-        kind: "ValidatingWebhookConfiguration",
-        encode: encode::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>,
-        decode: decode::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1",
-        kind: "ValidatingWebhookConfigurationList",
-        encode: encode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
-            >,
-        >,
-        decode: decode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
-            >,
-        >,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1alpha1",
-        kind: "MutatingAdmissionPolicy",
-        encode: encode::<k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicy>,
-        decode: decode::<k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicy>,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1alpha1",
-        kind: "MutatingAdmissionPolicyList",
-        encode: encode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicy,
-            >,
-        >,
-        decode: decode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicy,
-            >,
-        >,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1alpha1",
-        kind: "MutatingAdmissionPolicyBinding",
-        encode: encode::<
-            k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding,
-        >,
-        decode: decode::<
-            k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding,
-        >,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1alpha1",
-        kind: "MutatingAdmissionPolicyBindingList",
-        encode: encode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding,
-            >,
-        >,
-        decode: decode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding,
-            >,
-        >,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1beta1",
-        kind: "ValidatingAdmissionPolicy",
-        encode: encode::<k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicy>,
-        decode: decode::<k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicy>,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1beta1",
-        kind: "ValidatingAdmissionPolicyList",
-        encode: encode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicy,
-            >,
-        >,
-        decode: decode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicy,
-            >,
-        >,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1beta1",
-        kind: "ValidatingAdmissionPolicyBinding",
-        encode: encode::<
-            k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBinding,
-        >,
-        decode: decode::<
-            k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBinding,
-        >,
-    },
-    Entry {
-        api_version: "admissionregistration.k8s.io/v1beta1",
-        kind: "ValidatingAdmissionPolicyBindingList",
-        encode: encode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBinding,
-            >,
-        >,
-        decode: decode::<
-            k8s_openapi::List<
-                k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBinding,
-            >,
-        >,
-    },
-    Entry {
-        api_version: "apps/v1",
-        kind: "ControllerRevision",
-        encode: encode::<k8s_openapi::api::apps::v1::ControllerRevision>,
-        decode: decode::<k8s_openapi::api::apps::v1::ControllerRevision>,
-    },
-    Entry {
-        api_version: "apps/v1",
-        kind: "ControllerRevisionList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::apps::v1::ControllerRevision>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::apps::v1::ControllerRevision>>,
-    },
-    Entry {
-        api_version: "apps/v1",
-        kind: "DaemonSet",
-        encode: encode::<k8s_openapi::api::apps::v1::DaemonSet>,
-        decode: decode::<k8s_openapi::api::apps::v1::DaemonSet>,
-    },
-    Entry {
-        api_version: "apps/v1",
-        kind: "DaemonSetList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::apps::v1::DaemonSet>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::apps::v1::DaemonSet>>,
-    },
-    Entry {
-        api_version: "apps/v1",
-        kind: "Deployment",
-        encode: encode::<k8s_openapi::api::apps::v1::Deployment>,
-        decode: decode::<k8s_openapi::api::apps::v1::Deployment>,
-    },
-    Entry {
-        api_version: "apps/v1",
-        kind: "DeploymentList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::apps::v1::Deployment>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::apps::v1::Deployment>>,
-    },
-    Entry {
-        api_version: "apps/v1",
-        kind: "ReplicaSet",
-        encode: encode::<k8s_openapi::api::apps::v1::ReplicaSet>,
-        decode: decode::<k8s_openapi::api::apps::v1::ReplicaSet>,
-    },
-    Entry {
-        api_version: "apps/v1",
-        kind: "ReplicaSetList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::apps::v1::ReplicaSet>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::apps::v1::ReplicaSet>>,
-    },
-    Entry {
-        api_version: "apps/v1",
-        kind: "StatefulSet",
-        encode: encode::<k8s_openapi::api::apps::v1::StatefulSet>,
-        decode: decode::<k8s_openapi::api::apps::v1::StatefulSet>,
-    },
-    Entry {
-        api_version: "apps/v1",
-        kind: "StatefulSetList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::apps::v1::StatefulSet>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::apps::v1::StatefulSet>>,
-    },
-    Entry {
-        api_version: "authentication.k8s.io/v1",
-        kind: "SelfSubjectReview",
-        encode: encode::<k8s_openapi::api::authentication::v1::SelfSubjectReview>,
-        decode: decode::<k8s_openapi::api::authentication::v1::SelfSubjectReview>,
-    },
-    Entry {
-        api_version: "authentication.k8s.io/v1",
-        kind: "TokenRequest",
-        encode: encode::<k8s_openapi::api::authentication::v1::TokenRequest>,
-        decode: decode::<k8s_openapi::api::authentication::v1::TokenRequest>,
-    },
-    Entry {
-        api_version: "authentication.k8s.io/v1",
-        kind: "TokenReview",
-        encode: encode::<k8s_openapi::api::authentication::v1::TokenReview>,
-        decode: decode::<k8s_openapi::api::authentication::v1::TokenReview>,
-    },
-    Entry {
-        api_version: "authorization.k8s.io/v1",
-        kind: "LocalSubjectAccessReview",
-        encode: encode::<k8s_openapi::api::authorization::v1::LocalSubjectAccessReview>,
-        decode: decode::<k8s_openapi::api::authorization::v1::LocalSubjectAccessReview>,
-    },
-    Entry {
-        api_version: "authorization.k8s.io/v1",
-        kind: "SelfSubjectAccessReview",
-        encode: encode::<k8s_openapi::api::authorization::v1::SelfSubjectAccessReview>,
-        decode: decode::<k8s_openapi::api::authorization::v1::SelfSubjectAccessReview>,
-    },
-    Entry {
-        api_version: "authorization.k8s.io/v1",
-        kind: "SelfSubjectRulesReview",
-        encode: encode::<k8s_openapi::api::authorization::v1::SelfSubjectRulesReview>,
-        decode: decode::<k8s_openapi::api::authorization::v1::SelfSubjectRulesReview>,
-    },
-    Entry {
-        api_version: "authorization.k8s.io/v1",
-        kind: "SubjectAccessReview",
-        encode: encode::<k8s_openapi::api::authorization::v1::SubjectAccessReview>,
-        decode: decode::<k8s_openapi::api::authorization::v1::SubjectAccessReview>,
-    },
-    Entry {
-        api_version: "autoscaling/v1",
-        kind: "HorizontalPodAutoscaler",
-        encode: encode::<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler>,
-        decode: decode::<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler>,
-    },
-    Entry {
-        api_version: "autoscaling/v1",
-        kind: "HorizontalPodAutoscalerList",
-        encode: encode::<
-            k8s_openapi::List<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler>,
-        >,
-        decode: decode::<
-            k8s_openapi::List<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler>,
-        >,
-    },
-    Entry {
-        api_version: "autoscaling/v1",
-        kind: "Scale",
-        encode: encode::<k8s_openapi::api::autoscaling::v1::Scale>,
-        decode: decode::<k8s_openapi::api::autoscaling::v1::Scale>,
-    },
-    Entry {
-        api_version: "autoscaling/v2",
-        kind: "HorizontalPodAutoscaler",
-        encode: encode::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>,
-        decode: decode::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>,
-    },
-    Entry {
-        api_version: "autoscaling/v2",
-        kind: "HorizontalPodAutoscalerList",
-        encode: encode::<
-            k8s_openapi::List<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>,
-        >,
-        decode: decode::<
-            k8s_openapi::List<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>,
-        >,
-    },
-    Entry {
-        api_version: "batch/v1",
-        kind: "CronJob",
-        encode: encode::<k8s_openapi::api::batch::v1::CronJob>,
-        decode: decode::<k8s_openapi::api::batch::v1::CronJob>,
-    },
-    Entry {
-        api_version: "batch/v1",
-        kind: "CronJobList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::batch::v1::CronJob>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::batch::v1::CronJob>>,
-    },
-    Entry {
-        api_version: "batch/v1",
-        kind: "Job",
-        encode: encode::<k8s_openapi::api::batch::v1::Job>,
-        decode: decode::<k8s_openapi::api::batch::v1::Job>,
-    },
-    Entry {
-        api_version: "batch/v1",
-        kind: "JobList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::batch::v1::Job>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::batch::v1::Job>>,
-    },
-    Entry {
-        api_version: "certificates.k8s.io/v1",
-        kind: "CertificateSigningRequest",
-        encode: encode::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>,
-        decode: decode::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>,
-    },
-    Entry {
-        api_version: "certificates.k8s.io/v1",
-        kind: "CertificateSigningRequestList",
-        encode: encode::<
-            k8s_openapi::List<k8s_openapi::api::certificates::v1::CertificateSigningRequest>,
-        >,
-        decode: decode::<
-            k8s_openapi::List<k8s_openapi::api::certificates::v1::CertificateSigningRequest>,
-        >,
-    },
-    Entry {
-        api_version: "certificates.k8s.io/v1alpha1",
-        kind: "ClusterTrustBundle",
-        encode: encode::<k8s_openapi::api::certificates::v1alpha1::ClusterTrustBundle>,
-        decode: decode::<k8s_openapi::api::certificates::v1alpha1::ClusterTrustBundle>,
-    },
-    Entry {
-        api_version: "certificates.k8s.io/v1alpha1",
-        kind: "ClusterTrustBundleList",
-        encode: encode::<
-            k8s_openapi::List<k8s_openapi::api::certificates::v1alpha1::ClusterTrustBundle>,
-        >,
-        decode: decode::<
-            k8s_openapi::List<k8s_openapi::api::certificates::v1alpha1::ClusterTrustBundle>,
-        >,
-    },
-    Entry {
-        api_version: "certificates.k8s.io/v1beta1",
-        kind: "ClusterTrustBundle",
-        encode: encode::<k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle>,
-        decode: decode::<k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle>,
-    },
-    Entry {
-        api_version: "certificates.k8s.io/v1beta1",
-        kind: "ClusterTrustBundleList",
-        encode: encode::<
-            k8s_openapi::List<k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle>,
-        >,
-        decode: decode::<
-            k8s_openapi::List<k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle>,
-        >,
-    },
-    Entry {
-        api_version: "coordination.k8s.io/v1",
-        kind: "Lease",
-        encode: encode::<k8s_openapi::api::coordination::v1::Lease>,
-        decode: decode::<k8s_openapi::api::coordination::v1::Lease>,
-    },
-    Entry {
-        api_version: "coordination.k8s.io/v1",
-        kind: "LeaseList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::coordination::v1::Lease>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::coordination::v1::Lease>>,
-    },
-    Entry {
-        api_version: "coordination.k8s.io/v1alpha2",
-        kind: "LeaseCandidate",
-        encode: encode::<k8s_openapi::api::coordination::v1alpha2::LeaseCandidate>,
-        decode: decode::<k8s_openapi::api::coordination::v1alpha2::LeaseCandidate>,
-    },
-    Entry {
-        api_version: "coordination.k8s.io/v1alpha2",
-        kind: "LeaseCandidateList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::coordination::v1alpha2::LeaseCandidate>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::coordination::v1alpha2::LeaseCandidate>>,
-    },
-    Entry {
-        api_version: "coordination.k8s.io/v1beta1",
-        kind: "LeaseCandidate",
-        encode: encode::<k8s_openapi::api::coordination::v1beta1::LeaseCandidate>,
-        decode: decode::<k8s_openapi::api::coordination::v1beta1::LeaseCandidate>,
-    },
-    Entry {
-        api_version: "coordination.k8s.io/v1beta1",
-        kind: "LeaseCandidateList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::coordination::v1beta1::LeaseCandidate>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::coordination::v1beta1::LeaseCandidate>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "Binding",
-        encode: encode::<k8s_openapi::api::core::v1::Binding>,
-        decode: decode::<k8s_openapi::api::core::v1::Binding>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ComponentStatus",
-        encode: encode::<k8s_openapi::api::core::v1::ComponentStatus>,
-        decode: decode::<k8s_openapi::api::core::v1::ComponentStatus>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ComponentStatusList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::ComponentStatus>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::ComponentStatus>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ConfigMap",
-        encode: encode::<k8s_openapi::api::core::v1::ConfigMap>,
-        decode: decode::<k8s_openapi::api::core::v1::ConfigMap>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ConfigMapList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::ConfigMap>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::ConfigMap>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "Endpoints",
-        encode: encode::<k8s_openapi::api::core::v1::Endpoints>,
-        decode: decode::<k8s_openapi::api::core::v1::Endpoints>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "EndpointsList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Endpoints>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Endpoints>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "Event",
-        encode: encode::<k8s_openapi::api::core::v1::Event>,
-        decode: decode::<k8s_openapi::api::core::v1::Event>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "EventList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Event>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Event>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "LimitRange",
-        encode: encode::<k8s_openapi::api::core::v1::LimitRange>,
-        decode: decode::<k8s_openapi::api::core::v1::LimitRange>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "LimitRangeList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::LimitRange>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::LimitRange>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "Namespace",
-        encode: encode::<k8s_openapi::api::core::v1::Namespace>,
-        decode: decode::<k8s_openapi::api::core::v1::Namespace>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "NamespaceList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Namespace>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Namespace>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "Node",
-        encode: encode::<k8s_openapi::api::core::v1::Node>,
-        decode: decode::<k8s_openapi::api::core::v1::Node>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "NodeList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Node>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Node>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "PersistentVolume",
-        encode: encode::<k8s_openapi::api::core::v1::PersistentVolume>,
-        decode: decode::<k8s_openapi::api::core::v1::PersistentVolume>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "PersistentVolumeList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::PersistentVolume>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::PersistentVolume>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "PersistentVolumeClaim",
-        encode: encode::<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
-        decode: decode::<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "PersistentVolumeClaimList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::PersistentVolumeClaim>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::PersistentVolumeClaim>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "Pod",
-        encode: encode::<k8s_openapi::api::core::v1::Pod>,
-        decode: decode::<k8s_openapi::api::core::v1::Pod>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "PodList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Pod>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Pod>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "PodTemplate",
-        encode: encode::<k8s_openapi::api::core::v1::PodTemplate>,
-        decode: decode::<k8s_openapi::api::core::v1::PodTemplate>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "PodTemplateList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::PodTemplate>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::PodTemplate>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ReplicationController",
-        encode: encode::<k8s_openapi::api::core::v1::ReplicationController>,
-        decode: decode::<k8s_openapi::api::core::v1::ReplicationController>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ReplicationControllerList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::ReplicationController>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::ReplicationController>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ResourceQuota",
-        encode: encode::<k8s_openapi::api::core::v1::ResourceQuota>,
-        decode: decode::<k8s_openapi::api::core::v1::ResourceQuota>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ResourceQuotaList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::ResourceQuota>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::ResourceQuota>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "Secret",
-        encode: encode::<k8s_openapi::api::core::v1::Secret>,
-        decode: decode::<k8s_openapi::api::core::v1::Secret>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "SecretList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Secret>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Secret>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "Service",
-        encode: encode::<k8s_openapi::api::core::v1::Service>,
-        decode: decode::<k8s_openapi::api::core::v1::Service>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ServiceList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Service>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Service>>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ServiceAccount",
-        encode: encode::<k8s_openapi::api::core::v1::ServiceAccount>,
-        decode: decode::<k8s_openapi::api::core::v1::ServiceAccount>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "ServiceAccountList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::ServiceAccount>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::ServiceAccount>>,
-    },
-    Entry {
-        api_version: "discovery.k8s.io/v1",
-        kind: "EndpointSlice",
-        encode: encode::<k8s_openapi::api::discovery::v1::EndpointSlice>,
-        decode: decode::<k8s_openapi::api::discovery::v1::EndpointSlice>,
-    },
-    Entry {
-        api_version: "discovery.k8s.io/v1",
-        kind: "EndpointSliceList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::discovery::v1::EndpointSlice>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::discovery::v1::EndpointSlice>>,
-    },
-    Entry {
-        api_version: "events.k8s.io/v1",
-        kind: "Event",
-        encode: encode::<k8s_openapi::api::events::v1::Event>,
-        decode: decode::<k8s_openapi::api::events::v1::Event>,
-    },
-    Entry {
-        api_version: "events.k8s.io/v1",
-        kind: "EventList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::events::v1::Event>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::events::v1::Event>>,
-    },
-    Entry {
-        api_version: "flowcontrol.apiserver.k8s.io/v1",
-        kind: "FlowSchema",
-        encode: encode::<k8s_openapi::api::flowcontrol::v1::FlowSchema>,
-        decode: decode::<k8s_openapi::api::flowcontrol::v1::FlowSchema>,
-    },
-    Entry {
-        api_version: "flowcontrol.apiserver.k8s.io/v1",
-        kind: "FlowSchemaList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::flowcontrol::v1::FlowSchema>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::flowcontrol::v1::FlowSchema>>,
-    },
-    Entry {
-        api_version: "flowcontrol.apiserver.k8s.io/v1",
-        kind: "PriorityLevelConfiguration",
-        encode: encode::<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration>,
-        decode: decode::<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration>,
-    },
-    Entry {
-        api_version: "flowcontrol.apiserver.k8s.io/v1",
-        kind: "PriorityLevelConfigurationList",
-        encode: encode::<
-            k8s_openapi::List<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration>,
-        >,
-        decode: decode::<
-            k8s_openapi::List<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration>,
-        >,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1",
-        kind: "IPAddress",
-        encode: encode::<k8s_openapi::api::networking::v1::IPAddress>,
-        decode: decode::<k8s_openapi::api::networking::v1::IPAddress>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1",
-        kind: "IPAddressList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1::IPAddress>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1::IPAddress>>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1",
-        kind: "Ingress",
-        encode: encode::<k8s_openapi::api::networking::v1::Ingress>,
-        decode: decode::<k8s_openapi::api::networking::v1::Ingress>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1",
-        kind: "IngressList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1::Ingress>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1::Ingress>>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1",
-        kind: "IngressClass",
-        encode: encode::<k8s_openapi::api::networking::v1::IngressClass>,
-        decode: decode::<k8s_openapi::api::networking::v1::IngressClass>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1",
-        kind: "IngressClassList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1::IngressClass>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1::IngressClass>>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1",
-        kind: "NetworkPolicy",
-        encode: encode::<k8s_openapi::api::networking::v1::NetworkPolicy>,
-        decode: decode::<k8s_openapi::api::networking::v1::NetworkPolicy>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1",
-        kind: "NetworkPolicyList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1::NetworkPolicy>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1::NetworkPolicy>>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1",
-        kind: "ServiceCIDR",
-        encode: encode::<k8s_openapi::api::networking::v1::ServiceCIDR>,
-        decode: decode::<k8s_openapi::api::networking::v1::ServiceCIDR>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1",
-        kind: "ServiceCIDRList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1::ServiceCIDR>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1::ServiceCIDR>>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1beta1",
-        kind: "IPAddress",
-        encode: encode::<k8s_openapi::api::networking::v1beta1::IPAddress>,
-        decode: decode::<k8s_openapi::api::networking::v1beta1::IPAddress>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1beta1",
-        kind: "IPAddressList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1beta1::IPAddress>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1beta1::IPAddress>>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1beta1",
-        kind: "ServiceCIDR",
-        encode: encode::<k8s_openapi::api::networking::v1beta1::ServiceCIDR>,
-        decode: decode::<k8s_openapi::api::networking::v1beta1::ServiceCIDR>,
-    },
-    Entry {
-        api_version: "networking.k8s.io/v1beta1",
-        kind: "ServiceCIDRList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1beta1::ServiceCIDR>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1beta1::ServiceCIDR>>,
-    },
-    Entry {
-        api_version: "node.k8s.io/v1",
-        kind: "RuntimeClass",
-        encode: encode::<k8s_openapi::api::node::v1::RuntimeClass>,
-        decode: decode::<k8s_openapi::api::node::v1::RuntimeClass>,
-    },
-    Entry {
-        api_version: "node.k8s.io/v1",
-        kind: "RuntimeClassList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::node::v1::RuntimeClass>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::node::v1::RuntimeClass>>,
-    },
-    Entry {
-        api_version: "policy/v1",
-        kind: "Eviction",
-        encode: encode::<k8s_openapi::api::policy::v1::Eviction>,
-        decode: decode::<k8s_openapi::api::policy::v1::Eviction>,
-    },
-    Entry {
-        api_version: "policy/v1",
-        kind: "PodDisruptionBudget",
-        encode: encode::<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
-        decode: decode::<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
-    },
-    Entry {
-        api_version: "policy/v1",
-        kind: "PodDisruptionBudgetList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::policy::v1::PodDisruptionBudget>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::policy::v1::PodDisruptionBudget>>,
-    },
-    Entry {
-        api_version: "rbac.authorization.k8s.io/v1",
-        kind: "ClusterRole",
-        encode: encode::<k8s_openapi::api::rbac::v1::ClusterRole>,
-        decode: decode::<k8s_openapi::api::rbac::v1::ClusterRole>,
-    },
-    Entry {
-        api_version: "rbac.authorization.k8s.io/v1",
-        kind: "ClusterRoleList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::ClusterRole>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::ClusterRole>>,
-    },
-    Entry {
-        api_version: "rbac.authorization.k8s.io/v1",
-        kind: "ClusterRoleBinding",
-        encode: encode::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>,
-        decode: decode::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>,
-    },
-    Entry {
-        api_version: "rbac.authorization.k8s.io/v1",
-        kind: "ClusterRoleBindingList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::ClusterRoleBinding>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::ClusterRoleBinding>>,
-    },
-    Entry {
-        api_version: "rbac.authorization.k8s.io/v1",
-        kind: "Role",
-        encode: encode::<k8s_openapi::api::rbac::v1::Role>,
-        decode: decode::<k8s_openapi::api::rbac::v1::Role>,
-    },
-    Entry {
-        api_version: "rbac.authorization.k8s.io/v1",
-        kind: "RoleList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::Role>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::Role>>,
-    },
-    Entry {
-        api_version: "rbac.authorization.k8s.io/v1",
-        kind: "RoleBinding",
-        encode: encode::<k8s_openapi::api::rbac::v1::RoleBinding>,
-        decode: decode::<k8s_openapi::api::rbac::v1::RoleBinding>,
-    },
-    Entry {
-        api_version: "rbac.authorization.k8s.io/v1",
-        kind: "RoleBindingList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::RoleBinding>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::RoleBinding>>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1alpha3",
-        kind: "DeviceTaintRule",
-        encode: encode::<k8s_openapi::api::resource::v1alpha3::DeviceTaintRule>,
-        decode: decode::<k8s_openapi::api::resource::v1alpha3::DeviceTaintRule>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1alpha3",
-        kind: "DeviceTaintRuleList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1alpha3::DeviceTaintRule>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1alpha3::DeviceTaintRule>>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta1",
-        kind: "DeviceClass",
-        encode: encode::<k8s_openapi::api::resource::v1beta1::DeviceClass>,
-        decode: decode::<k8s_openapi::api::resource::v1beta1::DeviceClass>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta1",
-        kind: "DeviceClassList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::DeviceClass>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::DeviceClass>>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta1",
-        kind: "ResourceClaim",
-        encode: encode::<k8s_openapi::api::resource::v1beta1::ResourceClaim>,
-        decode: decode::<k8s_openapi::api::resource::v1beta1::ResourceClaim>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta1",
-        kind: "ResourceClaimList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceClaim>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceClaim>>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta1",
-        kind: "ResourceClaimTemplate",
-        encode: encode::<k8s_openapi::api::resource::v1beta1::ResourceClaimTemplate>,
-        decode: decode::<k8s_openapi::api::resource::v1beta1::ResourceClaimTemplate>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta1",
-        kind: "ResourceClaimTemplateList",
-        encode: encode::<
-            k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceClaimTemplate>,
-        >,
-        decode: decode::<
-            k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceClaimTemplate>,
-        >,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta1",
-        kind: "ResourceSlice",
-        encode: encode::<k8s_openapi::api::resource::v1beta1::ResourceSlice>,
-        decode: decode::<k8s_openapi::api::resource::v1beta1::ResourceSlice>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta1",
-        kind: "ResourceSliceList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceSlice>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceSlice>>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta2",
-        kind: "DeviceClass",
-        encode: encode::<k8s_openapi::api::resource::v1beta2::DeviceClass>,
-        decode: decode::<k8s_openapi::api::resource::v1beta2::DeviceClass>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta2",
-        kind: "DeviceClassList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::DeviceClass>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::DeviceClass>>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta2",
-        kind: "ResourceClaim",
-        encode: encode::<k8s_openapi::api::resource::v1beta2::ResourceClaim>,
-        decode: decode::<k8s_openapi::api::resource::v1beta2::ResourceClaim>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta2",
-        kind: "ResourceClaimList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceClaim>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceClaim>>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta2",
-        kind: "ResourceClaimTemplate",
-        encode: encode::<k8s_openapi::api::resource::v1beta2::ResourceClaimTemplate>,
-        decode: decode::<k8s_openapi::api::resource::v1beta2::ResourceClaimTemplate>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta2",
-        kind: "ResourceClaimTemplateList",
-        encode: encode::<
-            k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceClaimTemplate>,
-        >,
-        decode: decode::<
-            k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceClaimTemplate>,
-        >,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta2",
-        kind: "ResourceSlice",
-        encode: encode::<k8s_openapi::api::resource::v1beta2::ResourceSlice>,
-        decode: decode::<k8s_openapi::api::resource::v1beta2::ResourceSlice>,
-    },
-    Entry {
-        api_version: "resource.k8s.io/v1beta2",
-        kind: "ResourceSliceList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceSlice>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceSlice>>,
-    },
-    Entry {
-        api_version: "scheduling.k8s.io/v1",
-        kind: "PriorityClass",
-        encode: encode::<k8s_openapi::api::scheduling::v1::PriorityClass>,
-        decode: decode::<k8s_openapi::api::scheduling::v1::PriorityClass>,
-    },
-    Entry {
-        api_version: "scheduling.k8s.io/v1",
-        kind: "PriorityClassList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::scheduling::v1::PriorityClass>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::scheduling::v1::PriorityClass>>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1",
-        kind: "CSIDriver",
-        encode: encode::<k8s_openapi::api::storage::v1::CSIDriver>,
-        decode: decode::<k8s_openapi::api::storage::v1::CSIDriver>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1",
-        kind: "CSIDriverList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSIDriver>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSIDriver>>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1",
-        kind: "CSINode",
-        encode: encode::<k8s_openapi::api::storage::v1::CSINode>,
-        decode: decode::<k8s_openapi::api::storage::v1::CSINode>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1",
-        kind: "CSINodeList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSINode>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSINode>>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1",
-        kind: "CSIStorageCapacity",
-        encode: encode::<k8s_openapi::api::storage::v1::CSIStorageCapacity>,
-        decode: decode::<k8s_openapi::api::storage::v1::CSIStorageCapacity>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1",
-        kind: "CSIStorageCapacityList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSIStorageCapacity>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSIStorageCapacity>>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1",
-        kind: "StorageClass",
-        encode: encode::<k8s_openapi::api::storage::v1::StorageClass>,
-        decode: decode::<k8s_openapi::api::storage::v1::StorageClass>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1",
-        kind: "StorageClassList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1::StorageClass>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1::StorageClass>>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1",
-        kind: "VolumeAttachment",
-        encode: encode::<k8s_openapi::api::storage::v1::VolumeAttachment>,
-        decode: decode::<k8s_openapi::api::storage::v1::VolumeAttachment>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1",
-        kind: "VolumeAttachmentList",
-        encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1::VolumeAttachment>>,
-        decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1::VolumeAttachment>>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1alpha1",
-        kind: "VolumeAttributesClass",
-        encode: encode::<k8s_openapi::api::storage::v1alpha1::VolumeAttributesClass>,
-        decode: decode::<k8s_openapi::api::storage::v1alpha1::VolumeAttributesClass>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1alpha1",
-        kind: "VolumeAttributesClassList",
-        encode: encode::<
-            k8s_openapi::List<k8s_openapi::api::storage::v1alpha1::VolumeAttributesClass>,
-        >,
-        decode: decode::<
-            k8s_openapi::List<k8s_openapi::api::storage::v1alpha1::VolumeAttributesClass>,
-        >,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1beta1",
-        kind: "VolumeAttributesClass",
-        encode: encode::<k8s_openapi::api::storage::v1beta1::VolumeAttributesClass>,
-        decode: decode::<k8s_openapi::api::storage::v1beta1::VolumeAttributesClass>,
-    },
-    Entry {
-        api_version: "storage.k8s.io/v1beta1",
-        kind: "VolumeAttributesClassList",
-        encode: encode::<
-            k8s_openapi::List<k8s_openapi::api::storage::v1beta1::VolumeAttributesClass>,
-        >,
-        decode: decode::<
-            k8s_openapi::List<k8s_openapi::api::storage::v1beta1::VolumeAttributesClass>,
-        >,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "APIGroup",
-        encode: encode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup>,
-        decode: decode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "APIGroupList",
-        encode: encode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList>,
-        decode: decode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "APIVersions",
-        encode: encode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIVersions>,
-        decode: decode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIVersions>,
-    },
-    Entry {
-        api_version: "v1",
-        kind: "Status",
-        encode: encode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>,
-        decode: decode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>,
-    },
-    Entry {
-        api_version: "apiregistration.k8s.io/v1",
-        kind: "APIService",
-        encode: encode::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>,
-        decode: decode::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>,
-    },
-    Entry {
-        api_version: "apiregistration.k8s.io/v1",
-        kind: "APIServiceList",
-        encode: encode::<
-            k8s_openapi::List<
-                k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-            >,
-        >,
-        decode: decode::<
-            k8s_openapi::List<
-                k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-            >,
-        >,
-    },
+    Entry { api_version: "admissionregistration.k8s.io/v1", kind: "MutatingWebhookConfiguration", encode: encode::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>, decode: decode::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration> },
+    Entry { api_version: "admissionregistration.k8s.io/v1", kind: "MutatingWebhookConfigurationList", encode: encode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>> },
+    Entry { api_version: "admissionregistration.k8s.io/v1", kind: "ValidatingAdmissionPolicy", encode: encode::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>, decode: decode::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy> },
+    Entry { api_version: "admissionregistration.k8s.io/v1", kind: "ValidatingAdmissionPolicyList", encode: encode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>> },
+    Entry { api_version: "admissionregistration.k8s.io/v1", kind: "ValidatingAdmissionPolicyBinding", encode: encode::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>, decode: decode::<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding> },
+    Entry { api_version: "admissionregistration.k8s.io/v1", kind: "ValidatingAdmissionPolicyBindingList", encode: encode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding>> },
+    Entry { api_version: "admissionregistration.k8s.io/v1", kind: "ValidatingWebhookConfiguration", encode: encode::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>, decode: decode::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> },
+    Entry { api_version: "admissionregistration.k8s.io/v1", kind: "ValidatingWebhookConfigurationList", encode: encode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>> },
+    Entry { api_version: "admissionregistration.k8s.io/v1alpha1", kind: "MutatingAdmissionPolicy", encode: encode::<k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicy>, decode: decode::<k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicy> },
+    Entry { api_version: "admissionregistration.k8s.io/v1alpha1", kind: "MutatingAdmissionPolicyList", encode: encode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicy>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicy>> },
+    Entry { api_version: "admissionregistration.k8s.io/v1alpha1", kind: "MutatingAdmissionPolicyBinding", encode: encode::<k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding>, decode: decode::<k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding> },
+    Entry { api_version: "admissionregistration.k8s.io/v1alpha1", kind: "MutatingAdmissionPolicyBindingList", encode: encode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding>> },
+    Entry { api_version: "admissionregistration.k8s.io/v1beta1", kind: "ValidatingAdmissionPolicy", encode: encode::<k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicy>, decode: decode::<k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicy> },
+    Entry { api_version: "admissionregistration.k8s.io/v1beta1", kind: "ValidatingAdmissionPolicyList", encode: encode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicy>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicy>> },
+    Entry { api_version: "admissionregistration.k8s.io/v1beta1", kind: "ValidatingAdmissionPolicyBinding", encode: encode::<k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBinding>, decode: decode::<k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBinding> },
+    Entry { api_version: "admissionregistration.k8s.io/v1beta1", kind: "ValidatingAdmissionPolicyBindingList", encode: encode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBinding>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBinding>> },
+    Entry { api_version: "apps/v1", kind: "ControllerRevision", encode: encode::<k8s_openapi::api::apps::v1::ControllerRevision>, decode: decode::<k8s_openapi::api::apps::v1::ControllerRevision> },
+    Entry { api_version: "apps/v1", kind: "ControllerRevisionList", encode: encode::<k8s_openapi::List<k8s_openapi::api::apps::v1::ControllerRevision>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::apps::v1::ControllerRevision>> },
+    Entry { api_version: "apps/v1", kind: "DaemonSet", encode: encode::<k8s_openapi::api::apps::v1::DaemonSet>, decode: decode::<k8s_openapi::api::apps::v1::DaemonSet> },
+    Entry { api_version: "apps/v1", kind: "DaemonSetList", encode: encode::<k8s_openapi::List<k8s_openapi::api::apps::v1::DaemonSet>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::apps::v1::DaemonSet>> },
+    Entry { api_version: "apps/v1", kind: "Deployment", encode: encode::<k8s_openapi::api::apps::v1::Deployment>, decode: decode::<k8s_openapi::api::apps::v1::Deployment> },
+    Entry { api_version: "apps/v1", kind: "DeploymentList", encode: encode::<k8s_openapi::List<k8s_openapi::api::apps::v1::Deployment>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::apps::v1::Deployment>> },
+    Entry { api_version: "apps/v1", kind: "ReplicaSet", encode: encode::<k8s_openapi::api::apps::v1::ReplicaSet>, decode: decode::<k8s_openapi::api::apps::v1::ReplicaSet> },
+    Entry { api_version: "apps/v1", kind: "ReplicaSetList", encode: encode::<k8s_openapi::List<k8s_openapi::api::apps::v1::ReplicaSet>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::apps::v1::ReplicaSet>> },
+    Entry { api_version: "apps/v1", kind: "StatefulSet", encode: encode::<k8s_openapi::api::apps::v1::StatefulSet>, decode: decode::<k8s_openapi::api::apps::v1::StatefulSet> },
+    Entry { api_version: "apps/v1", kind: "StatefulSetList", encode: encode::<k8s_openapi::List<k8s_openapi::api::apps::v1::StatefulSet>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::apps::v1::StatefulSet>> },
+    Entry { api_version: "authentication.k8s.io/v1", kind: "SelfSubjectReview", encode: encode::<k8s_openapi::api::authentication::v1::SelfSubjectReview>, decode: decode::<k8s_openapi::api::authentication::v1::SelfSubjectReview> },
+    Entry { api_version: "authentication.k8s.io/v1", kind: "TokenRequest", encode: encode::<k8s_openapi::api::authentication::v1::TokenRequest>, decode: decode::<k8s_openapi::api::authentication::v1::TokenRequest> },
+    Entry { api_version: "authentication.k8s.io/v1", kind: "TokenReview", encode: encode::<k8s_openapi::api::authentication::v1::TokenReview>, decode: decode::<k8s_openapi::api::authentication::v1::TokenReview> },
+    Entry { api_version: "authorization.k8s.io/v1", kind: "LocalSubjectAccessReview", encode: encode::<k8s_openapi::api::authorization::v1::LocalSubjectAccessReview>, decode: decode::<k8s_openapi::api::authorization::v1::LocalSubjectAccessReview> },
+    Entry { api_version: "authorization.k8s.io/v1", kind: "SelfSubjectAccessReview", encode: encode::<k8s_openapi::api::authorization::v1::SelfSubjectAccessReview>, decode: decode::<k8s_openapi::api::authorization::v1::SelfSubjectAccessReview> },
+    Entry { api_version: "authorization.k8s.io/v1", kind: "SelfSubjectRulesReview", encode: encode::<k8s_openapi::api::authorization::v1::SelfSubjectRulesReview>, decode: decode::<k8s_openapi::api::authorization::v1::SelfSubjectRulesReview> },
+    Entry { api_version: "authorization.k8s.io/v1", kind: "SubjectAccessReview", encode: encode::<k8s_openapi::api::authorization::v1::SubjectAccessReview>, decode: decode::<k8s_openapi::api::authorization::v1::SubjectAccessReview> },
+    Entry { api_version: "autoscaling/v1", kind: "HorizontalPodAutoscaler", encode: encode::<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler>, decode: decode::<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler> },
+    Entry { api_version: "autoscaling/v1", kind: "HorizontalPodAutoscalerList", encode: encode::<k8s_openapi::List<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler>> },
+    Entry { api_version: "autoscaling/v1", kind: "Scale", encode: encode::<k8s_openapi::api::autoscaling::v1::Scale>, decode: decode::<k8s_openapi::api::autoscaling::v1::Scale> },
+    Entry { api_version: "autoscaling/v2", kind: "HorizontalPodAutoscaler", encode: encode::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>, decode: decode::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler> },
+    Entry { api_version: "autoscaling/v2", kind: "HorizontalPodAutoscalerList", encode: encode::<k8s_openapi::List<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>> },
+    Entry { api_version: "batch/v1", kind: "CronJob", encode: encode::<k8s_openapi::api::batch::v1::CronJob>, decode: decode::<k8s_openapi::api::batch::v1::CronJob> },
+    Entry { api_version: "batch/v1", kind: "CronJobList", encode: encode::<k8s_openapi::List<k8s_openapi::api::batch::v1::CronJob>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::batch::v1::CronJob>> },
+    Entry { api_version: "batch/v1", kind: "Job", encode: encode::<k8s_openapi::api::batch::v1::Job>, decode: decode::<k8s_openapi::api::batch::v1::Job> },
+    Entry { api_version: "batch/v1", kind: "JobList", encode: encode::<k8s_openapi::List<k8s_openapi::api::batch::v1::Job>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::batch::v1::Job>> },
+    Entry { api_version: "certificates.k8s.io/v1", kind: "CertificateSigningRequest", encode: encode::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>, decode: decode::<k8s_openapi::api::certificates::v1::CertificateSigningRequest> },
+    Entry { api_version: "certificates.k8s.io/v1", kind: "CertificateSigningRequestList", encode: encode::<k8s_openapi::List<k8s_openapi::api::certificates::v1::CertificateSigningRequest>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::certificates::v1::CertificateSigningRequest>> },
+    Entry { api_version: "certificates.k8s.io/v1alpha1", kind: "ClusterTrustBundle", encode: encode::<k8s_openapi::api::certificates::v1alpha1::ClusterTrustBundle>, decode: decode::<k8s_openapi::api::certificates::v1alpha1::ClusterTrustBundle> },
+    Entry { api_version: "certificates.k8s.io/v1alpha1", kind: "ClusterTrustBundleList", encode: encode::<k8s_openapi::List<k8s_openapi::api::certificates::v1alpha1::ClusterTrustBundle>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::certificates::v1alpha1::ClusterTrustBundle>> },
+    Entry { api_version: "certificates.k8s.io/v1beta1", kind: "ClusterTrustBundle", encode: encode::<k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle>, decode: decode::<k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle> },
+    Entry { api_version: "certificates.k8s.io/v1beta1", kind: "ClusterTrustBundleList", encode: encode::<k8s_openapi::List<k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle>> },
+    Entry { api_version: "coordination.k8s.io/v1", kind: "Lease", encode: encode::<k8s_openapi::api::coordination::v1::Lease>, decode: decode::<k8s_openapi::api::coordination::v1::Lease> },
+    Entry { api_version: "coordination.k8s.io/v1", kind: "LeaseList", encode: encode::<k8s_openapi::List<k8s_openapi::api::coordination::v1::Lease>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::coordination::v1::Lease>> },
+    Entry { api_version: "coordination.k8s.io/v1alpha2", kind: "LeaseCandidate", encode: encode::<k8s_openapi::api::coordination::v1alpha2::LeaseCandidate>, decode: decode::<k8s_openapi::api::coordination::v1alpha2::LeaseCandidate> },
+    Entry { api_version: "coordination.k8s.io/v1alpha2", kind: "LeaseCandidateList", encode: encode::<k8s_openapi::List<k8s_openapi::api::coordination::v1alpha2::LeaseCandidate>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::coordination::v1alpha2::LeaseCandidate>> },
+    Entry { api_version: "coordination.k8s.io/v1beta1", kind: "LeaseCandidate", encode: encode::<k8s_openapi::api::coordination::v1beta1::LeaseCandidate>, decode: decode::<k8s_openapi::api::coordination::v1beta1::LeaseCandidate> },
+    Entry { api_version: "coordination.k8s.io/v1beta1", kind: "LeaseCandidateList", encode: encode::<k8s_openapi::List<k8s_openapi::api::coordination::v1beta1::LeaseCandidate>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::coordination::v1beta1::LeaseCandidate>> },
+    Entry { api_version: "v1", kind: "Binding", encode: encode::<k8s_openapi::api::core::v1::Binding>, decode: decode::<k8s_openapi::api::core::v1::Binding> },
+    Entry { api_version: "v1", kind: "ComponentStatus", encode: encode::<k8s_openapi::api::core::v1::ComponentStatus>, decode: decode::<k8s_openapi::api::core::v1::ComponentStatus> },
+    Entry { api_version: "v1", kind: "ComponentStatusList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::ComponentStatus>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::ComponentStatus>> },
+    Entry { api_version: "v1", kind: "ConfigMap", encode: encode::<k8s_openapi::api::core::v1::ConfigMap>, decode: decode::<k8s_openapi::api::core::v1::ConfigMap> },
+    Entry { api_version: "v1", kind: "ConfigMapList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::ConfigMap>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::ConfigMap>> },
+    Entry { api_version: "v1", kind: "Endpoints", encode: encode::<k8s_openapi::api::core::v1::Endpoints>, decode: decode::<k8s_openapi::api::core::v1::Endpoints> },
+    Entry { api_version: "v1", kind: "EndpointsList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Endpoints>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Endpoints>> },
+    Entry { api_version: "v1", kind: "Event", encode: encode::<k8s_openapi::api::core::v1::Event>, decode: decode::<k8s_openapi::api::core::v1::Event> },
+    Entry { api_version: "v1", kind: "EventList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Event>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Event>> },
+    Entry { api_version: "v1", kind: "LimitRange", encode: encode::<k8s_openapi::api::core::v1::LimitRange>, decode: decode::<k8s_openapi::api::core::v1::LimitRange> },
+    Entry { api_version: "v1", kind: "LimitRangeList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::LimitRange>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::LimitRange>> },
+    Entry { api_version: "v1", kind: "Namespace", encode: encode::<k8s_openapi::api::core::v1::Namespace>, decode: decode::<k8s_openapi::api::core::v1::Namespace> },
+    Entry { api_version: "v1", kind: "NamespaceList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Namespace>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Namespace>> },
+    Entry { api_version: "v1", kind: "Node", encode: encode::<k8s_openapi::api::core::v1::Node>, decode: decode::<k8s_openapi::api::core::v1::Node> },
+    Entry { api_version: "v1", kind: "NodeList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Node>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Node>> },
+    Entry { api_version: "v1", kind: "PersistentVolume", encode: encode::<k8s_openapi::api::core::v1::PersistentVolume>, decode: decode::<k8s_openapi::api::core::v1::PersistentVolume> },
+    Entry { api_version: "v1", kind: "PersistentVolumeList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::PersistentVolume>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::PersistentVolume>> },
+    Entry { api_version: "v1", kind: "PersistentVolumeClaim", encode: encode::<k8s_openapi::api::core::v1::PersistentVolumeClaim>, decode: decode::<k8s_openapi::api::core::v1::PersistentVolumeClaim> },
+    Entry { api_version: "v1", kind: "PersistentVolumeClaimList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::PersistentVolumeClaim>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::PersistentVolumeClaim>> },
+    Entry { api_version: "v1", kind: "Pod", encode: encode::<k8s_openapi::api::core::v1::Pod>, decode: decode::<k8s_openapi::api::core::v1::Pod> },
+    Entry { api_version: "v1", kind: "PodList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Pod>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Pod>> },
+    Entry { api_version: "v1", kind: "PodTemplate", encode: encode::<k8s_openapi::api::core::v1::PodTemplate>, decode: decode::<k8s_openapi::api::core::v1::PodTemplate> },
+    Entry { api_version: "v1", kind: "PodTemplateList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::PodTemplate>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::PodTemplate>> },
+    Entry { api_version: "v1", kind: "ReplicationController", encode: encode::<k8s_openapi::api::core::v1::ReplicationController>, decode: decode::<k8s_openapi::api::core::v1::ReplicationController> },
+    Entry { api_version: "v1", kind: "ReplicationControllerList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::ReplicationController>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::ReplicationController>> },
+    Entry { api_version: "v1", kind: "ResourceQuota", encode: encode::<k8s_openapi::api::core::v1::ResourceQuota>, decode: decode::<k8s_openapi::api::core::v1::ResourceQuota> },
+    Entry { api_version: "v1", kind: "ResourceQuotaList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::ResourceQuota>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::ResourceQuota>> },
+    Entry { api_version: "v1", kind: "Secret", encode: encode::<k8s_openapi::api::core::v1::Secret>, decode: decode::<k8s_openapi::api::core::v1::Secret> },
+    Entry { api_version: "v1", kind: "SecretList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Secret>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Secret>> },
+    Entry { api_version: "v1", kind: "Service", encode: encode::<k8s_openapi::api::core::v1::Service>, decode: decode::<k8s_openapi::api::core::v1::Service> },
+    Entry { api_version: "v1", kind: "ServiceList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::Service>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::Service>> },
+    Entry { api_version: "v1", kind: "ServiceAccount", encode: encode::<k8s_openapi::api::core::v1::ServiceAccount>, decode: decode::<k8s_openapi::api::core::v1::ServiceAccount> },
+    Entry { api_version: "v1", kind: "ServiceAccountList", encode: encode::<k8s_openapi::List<k8s_openapi::api::core::v1::ServiceAccount>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::core::v1::ServiceAccount>> },
+    Entry { api_version: "discovery.k8s.io/v1", kind: "EndpointSlice", encode: encode::<k8s_openapi::api::discovery::v1::EndpointSlice>, decode: decode::<k8s_openapi::api::discovery::v1::EndpointSlice> },
+    Entry { api_version: "discovery.k8s.io/v1", kind: "EndpointSliceList", encode: encode::<k8s_openapi::List<k8s_openapi::api::discovery::v1::EndpointSlice>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::discovery::v1::EndpointSlice>> },
+    Entry { api_version: "events.k8s.io/v1", kind: "Event", encode: encode::<k8s_openapi::api::events::v1::Event>, decode: decode::<k8s_openapi::api::events::v1::Event> },
+    Entry { api_version: "events.k8s.io/v1", kind: "EventList", encode: encode::<k8s_openapi::List<k8s_openapi::api::events::v1::Event>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::events::v1::Event>> },
+    Entry { api_version: "flowcontrol.apiserver.k8s.io/v1", kind: "FlowSchema", encode: encode::<k8s_openapi::api::flowcontrol::v1::FlowSchema>, decode: decode::<k8s_openapi::api::flowcontrol::v1::FlowSchema> },
+    Entry { api_version: "flowcontrol.apiserver.k8s.io/v1", kind: "FlowSchemaList", encode: encode::<k8s_openapi::List<k8s_openapi::api::flowcontrol::v1::FlowSchema>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::flowcontrol::v1::FlowSchema>> },
+    Entry { api_version: "flowcontrol.apiserver.k8s.io/v1", kind: "PriorityLevelConfiguration", encode: encode::<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration>, decode: decode::<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration> },
+    Entry { api_version: "flowcontrol.apiserver.k8s.io/v1", kind: "PriorityLevelConfigurationList", encode: encode::<k8s_openapi::List<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration>> },
+    Entry { api_version: "networking.k8s.io/v1", kind: "IPAddress", encode: encode::<k8s_openapi::api::networking::v1::IPAddress>, decode: decode::<k8s_openapi::api::networking::v1::IPAddress> },
+    Entry { api_version: "networking.k8s.io/v1", kind: "IPAddressList", encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1::IPAddress>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1::IPAddress>> },
+    Entry { api_version: "networking.k8s.io/v1", kind: "Ingress", encode: encode::<k8s_openapi::api::networking::v1::Ingress>, decode: decode::<k8s_openapi::api::networking::v1::Ingress> },
+    Entry { api_version: "networking.k8s.io/v1", kind: "IngressList", encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1::Ingress>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1::Ingress>> },
+    Entry { api_version: "networking.k8s.io/v1", kind: "IngressClass", encode: encode::<k8s_openapi::api::networking::v1::IngressClass>, decode: decode::<k8s_openapi::api::networking::v1::IngressClass> },
+    Entry { api_version: "networking.k8s.io/v1", kind: "IngressClassList", encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1::IngressClass>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1::IngressClass>> },
+    Entry { api_version: "networking.k8s.io/v1", kind: "NetworkPolicy", encode: encode::<k8s_openapi::api::networking::v1::NetworkPolicy>, decode: decode::<k8s_openapi::api::networking::v1::NetworkPolicy> },
+    Entry { api_version: "networking.k8s.io/v1", kind: "NetworkPolicyList", encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1::NetworkPolicy>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1::NetworkPolicy>> },
+    Entry { api_version: "networking.k8s.io/v1", kind: "ServiceCIDR", encode: encode::<k8s_openapi::api::networking::v1::ServiceCIDR>, decode: decode::<k8s_openapi::api::networking::v1::ServiceCIDR> },
+    Entry { api_version: "networking.k8s.io/v1", kind: "ServiceCIDRList", encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1::ServiceCIDR>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1::ServiceCIDR>> },
+    Entry { api_version: "networking.k8s.io/v1beta1", kind: "IPAddress", encode: encode::<k8s_openapi::api::networking::v1beta1::IPAddress>, decode: decode::<k8s_openapi::api::networking::v1beta1::IPAddress> },
+    Entry { api_version: "networking.k8s.io/v1beta1", kind: "IPAddressList", encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1beta1::IPAddress>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1beta1::IPAddress>> },
+    Entry { api_version: "networking.k8s.io/v1beta1", kind: "ServiceCIDR", encode: encode::<k8s_openapi::api::networking::v1beta1::ServiceCIDR>, decode: decode::<k8s_openapi::api::networking::v1beta1::ServiceCIDR> },
+    Entry { api_version: "networking.k8s.io/v1beta1", kind: "ServiceCIDRList", encode: encode::<k8s_openapi::List<k8s_openapi::api::networking::v1beta1::ServiceCIDR>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::networking::v1beta1::ServiceCIDR>> },
+    Entry { api_version: "node.k8s.io/v1", kind: "RuntimeClass", encode: encode::<k8s_openapi::api::node::v1::RuntimeClass>, decode: decode::<k8s_openapi::api::node::v1::RuntimeClass> },
+    Entry { api_version: "node.k8s.io/v1", kind: "RuntimeClassList", encode: encode::<k8s_openapi::List<k8s_openapi::api::node::v1::RuntimeClass>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::node::v1::RuntimeClass>> },
+    Entry { api_version: "policy/v1", kind: "Eviction", encode: encode::<k8s_openapi::api::policy::v1::Eviction>, decode: decode::<k8s_openapi::api::policy::v1::Eviction> },
+    Entry { api_version: "policy/v1", kind: "PodDisruptionBudget", encode: encode::<k8s_openapi::api::policy::v1::PodDisruptionBudget>, decode: decode::<k8s_openapi::api::policy::v1::PodDisruptionBudget> },
+    Entry { api_version: "policy/v1", kind: "PodDisruptionBudgetList", encode: encode::<k8s_openapi::List<k8s_openapi::api::policy::v1::PodDisruptionBudget>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::policy::v1::PodDisruptionBudget>> },
+    Entry { api_version: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", encode: encode::<k8s_openapi::api::rbac::v1::ClusterRole>, decode: decode::<k8s_openapi::api::rbac::v1::ClusterRole> },
+    Entry { api_version: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleList", encode: encode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::ClusterRole>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::ClusterRole>> },
+    Entry { api_version: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBinding", encode: encode::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>, decode: decode::<k8s_openapi::api::rbac::v1::ClusterRoleBinding> },
+    Entry { api_version: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBindingList", encode: encode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::ClusterRoleBinding>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::ClusterRoleBinding>> },
+    Entry { api_version: "rbac.authorization.k8s.io/v1", kind: "Role", encode: encode::<k8s_openapi::api::rbac::v1::Role>, decode: decode::<k8s_openapi::api::rbac::v1::Role> },
+    Entry { api_version: "rbac.authorization.k8s.io/v1", kind: "RoleList", encode: encode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::Role>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::Role>> },
+    Entry { api_version: "rbac.authorization.k8s.io/v1", kind: "RoleBinding", encode: encode::<k8s_openapi::api::rbac::v1::RoleBinding>, decode: decode::<k8s_openapi::api::rbac::v1::RoleBinding> },
+    Entry { api_version: "rbac.authorization.k8s.io/v1", kind: "RoleBindingList", encode: encode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::RoleBinding>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::rbac::v1::RoleBinding>> },
+    Entry { api_version: "resource.k8s.io/v1alpha3", kind: "DeviceTaintRule", encode: encode::<k8s_openapi::api::resource::v1alpha3::DeviceTaintRule>, decode: decode::<k8s_openapi::api::resource::v1alpha3::DeviceTaintRule> },
+    Entry { api_version: "resource.k8s.io/v1alpha3", kind: "DeviceTaintRuleList", encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1alpha3::DeviceTaintRule>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1alpha3::DeviceTaintRule>> },
+    Entry { api_version: "resource.k8s.io/v1beta1", kind: "DeviceClass", encode: encode::<k8s_openapi::api::resource::v1beta1::DeviceClass>, decode: decode::<k8s_openapi::api::resource::v1beta1::DeviceClass> },
+    Entry { api_version: "resource.k8s.io/v1beta1", kind: "DeviceClassList", encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::DeviceClass>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::DeviceClass>> },
+    Entry { api_version: "resource.k8s.io/v1beta1", kind: "ResourceClaim", encode: encode::<k8s_openapi::api::resource::v1beta1::ResourceClaim>, decode: decode::<k8s_openapi::api::resource::v1beta1::ResourceClaim> },
+    Entry { api_version: "resource.k8s.io/v1beta1", kind: "ResourceClaimList", encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceClaim>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceClaim>> },
+    Entry { api_version: "resource.k8s.io/v1beta1", kind: "ResourceClaimTemplate", encode: encode::<k8s_openapi::api::resource::v1beta1::ResourceClaimTemplate>, decode: decode::<k8s_openapi::api::resource::v1beta1::ResourceClaimTemplate> },
+    Entry { api_version: "resource.k8s.io/v1beta1", kind: "ResourceClaimTemplateList", encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceClaimTemplate>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceClaimTemplate>> },
+    Entry { api_version: "resource.k8s.io/v1beta1", kind: "ResourceSlice", encode: encode::<k8s_openapi::api::resource::v1beta1::ResourceSlice>, decode: decode::<k8s_openapi::api::resource::v1beta1::ResourceSlice> },
+    Entry { api_version: "resource.k8s.io/v1beta1", kind: "ResourceSliceList", encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceSlice>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta1::ResourceSlice>> },
+    Entry { api_version: "resource.k8s.io/v1beta2", kind: "DeviceClass", encode: encode::<k8s_openapi::api::resource::v1beta2::DeviceClass>, decode: decode::<k8s_openapi::api::resource::v1beta2::DeviceClass> },
+    Entry { api_version: "resource.k8s.io/v1beta2", kind: "DeviceClassList", encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::DeviceClass>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::DeviceClass>> },
+    Entry { api_version: "resource.k8s.io/v1beta2", kind: "ResourceClaim", encode: encode::<k8s_openapi::api::resource::v1beta2::ResourceClaim>, decode: decode::<k8s_openapi::api::resource::v1beta2::ResourceClaim> },
+    Entry { api_version: "resource.k8s.io/v1beta2", kind: "ResourceClaimList", encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceClaim>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceClaim>> },
+    Entry { api_version: "resource.k8s.io/v1beta2", kind: "ResourceClaimTemplate", encode: encode::<k8s_openapi::api::resource::v1beta2::ResourceClaimTemplate>, decode: decode::<k8s_openapi::api::resource::v1beta2::ResourceClaimTemplate> },
+    Entry { api_version: "resource.k8s.io/v1beta2", kind: "ResourceClaimTemplateList", encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceClaimTemplate>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceClaimTemplate>> },
+    Entry { api_version: "resource.k8s.io/v1beta2", kind: "ResourceSlice", encode: encode::<k8s_openapi::api::resource::v1beta2::ResourceSlice>, decode: decode::<k8s_openapi::api::resource::v1beta2::ResourceSlice> },
+    Entry { api_version: "resource.k8s.io/v1beta2", kind: "ResourceSliceList", encode: encode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceSlice>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::resource::v1beta2::ResourceSlice>> },
+    Entry { api_version: "scheduling.k8s.io/v1", kind: "PriorityClass", encode: encode::<k8s_openapi::api::scheduling::v1::PriorityClass>, decode: decode::<k8s_openapi::api::scheduling::v1::PriorityClass> },
+    Entry { api_version: "scheduling.k8s.io/v1", kind: "PriorityClassList", encode: encode::<k8s_openapi::List<k8s_openapi::api::scheduling::v1::PriorityClass>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::scheduling::v1::PriorityClass>> },
+    Entry { api_version: "storage.k8s.io/v1", kind: "CSIDriver", encode: encode::<k8s_openapi::api::storage::v1::CSIDriver>, decode: decode::<k8s_openapi::api::storage::v1::CSIDriver> },
+    Entry { api_version: "storage.k8s.io/v1", kind: "CSIDriverList", encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSIDriver>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSIDriver>> },
+    Entry { api_version: "storage.k8s.io/v1", kind: "CSINode", encode: encode::<k8s_openapi::api::storage::v1::CSINode>, decode: decode::<k8s_openapi::api::storage::v1::CSINode> },
+    Entry { api_version: "storage.k8s.io/v1", kind: "CSINodeList", encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSINode>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSINode>> },
+    Entry { api_version: "storage.k8s.io/v1", kind: "CSIStorageCapacity", encode: encode::<k8s_openapi::api::storage::v1::CSIStorageCapacity>, decode: decode::<k8s_openapi::api::storage::v1::CSIStorageCapacity> },
+    Entry { api_version: "storage.k8s.io/v1", kind: "CSIStorageCapacityList", encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSIStorageCapacity>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1::CSIStorageCapacity>> },
+    Entry { api_version: "storage.k8s.io/v1", kind: "StorageClass", encode: encode::<k8s_openapi::api::storage::v1::StorageClass>, decode: decode::<k8s_openapi::api::storage::v1::StorageClass> },
+    Entry { api_version: "storage.k8s.io/v1", kind: "StorageClassList", encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1::StorageClass>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1::StorageClass>> },
+    Entry { api_version: "storage.k8s.io/v1", kind: "VolumeAttachment", encode: encode::<k8s_openapi::api::storage::v1::VolumeAttachment>, decode: decode::<k8s_openapi::api::storage::v1::VolumeAttachment> },
+    Entry { api_version: "storage.k8s.io/v1", kind: "VolumeAttachmentList", encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1::VolumeAttachment>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1::VolumeAttachment>> },
+    Entry { api_version: "storage.k8s.io/v1alpha1", kind: "VolumeAttributesClass", encode: encode::<k8s_openapi::api::storage::v1alpha1::VolumeAttributesClass>, decode: decode::<k8s_openapi::api::storage::v1alpha1::VolumeAttributesClass> },
+    Entry { api_version: "storage.k8s.io/v1alpha1", kind: "VolumeAttributesClassList", encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1alpha1::VolumeAttributesClass>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1alpha1::VolumeAttributesClass>> },
+    Entry { api_version: "storage.k8s.io/v1beta1", kind: "VolumeAttributesClass", encode: encode::<k8s_openapi::api::storage::v1beta1::VolumeAttributesClass>, decode: decode::<k8s_openapi::api::storage::v1beta1::VolumeAttributesClass> },
+    Entry { api_version: "storage.k8s.io/v1beta1", kind: "VolumeAttributesClassList", encode: encode::<k8s_openapi::List<k8s_openapi::api::storage::v1beta1::VolumeAttributesClass>>, decode: decode::<k8s_openapi::List<k8s_openapi::api::storage::v1beta1::VolumeAttributesClass>> },
+    Entry { api_version: "apiextensions.k8s.io/v1", kind: "CustomResourceDefinition", encode: encode::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>, decode: decode::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> },
+    Entry { api_version: "apiextensions.k8s.io/v1", kind: "CustomResourceDefinitionList", encode: encode::<k8s_openapi::List<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>>, decode: decode::<k8s_openapi::List<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>> },
+    Entry { api_version: "v1", kind: "APIGroup", encode: encode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup>, decode: decode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup> },
+    Entry { api_version: "v1", kind: "APIGroupList", encode: encode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList>, decode: decode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList> },
+    Entry { api_version: "v1", kind: "APIVersions", encode: encode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIVersions>, decode: decode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIVersions> },
+    Entry { api_version: "v1", kind: "Status", encode: encode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>, decode: decode::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status> },
+    Entry { api_version: "apiregistration.k8s.io/v1", kind: "APIService", encode: encode::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>, decode: decode::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService> },
+    Entry { api_version: "apiregistration.k8s.io/v1", kind: "APIServiceList", encode: encode::<k8s_openapi::List<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>>, decode: decode::<k8s_openapi::List<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>> },
 ];

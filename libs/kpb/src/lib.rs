@@ -108,11 +108,32 @@ pub fn decode(body: &[u8]) -> Result<Value, Error> {
         kind: kind.clone(),
     })?;
     let mut object = (entry.decode)(&unknown.raw.unwrap_or_default())?;
+    if api_version.starts_with("apiextensions.k8s.io/") {
+        integral_floats(&mut object);
+    }
     if let Some(map) = object.as_object_mut() {
         map.insert("apiVersion".into(), Value::String(api_version));
         map.insert("kind".into(), Value::String(kind));
     }
     Ok(object)
+}
+
+/// Writes whole-valued floats as integers, as Go's JSON does (`minimum: 0`, not `0.0`): the
+/// only doubles in the API are a CRD schema's `minimum`, `maximum` and `multipleOf`.
+fn integral_floats(v: &mut Value) {
+    match v {
+        Value::Number(n) => {
+            if let Some(f) = n
+                .as_f64()
+                .filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9e15)
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats),
+        Value::Object(map) => map.values_mut().for_each(integral_floats),
+        _ => {}
+    }
 }
 
 /// One frame of a protobuf watch stream: an event of `event_type` (`ADDED`, `MODIFIED`,

@@ -248,3 +248,36 @@ fn every_served_built_in_group_has_protobuf_kinds() {
         assert!(kinds.contains(&(v, k)), "{v} {k}");
     }
 }
+
+#[test]
+fn a_custom_resource_definition_and_its_schema_round_trip() {
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": false,
+                    "properties": {
+                        "spec": {"type": "object", "required": ["size"], "properties": {
+                            "size": {"type": "integer", "minimum": 0, "maximum": 10, "default": 3},
+                            "mode": {"type": "string", "enum": ["a", "b"]},
+                            "tags": {"type": "array", "items": {"type": "string"}},
+                            "extra": {"type": "object", "additionalProperties": {"type": "string"}},
+                            "open": {"type": "object", "additionalProperties": true},
+                            "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+                        }}
+                    }
+                }}
+            }]
+        }
+    });
+    assert_eq!(decode(&encode(crd.clone()).unwrap()).unwrap(), crd);
+}

@@ -68,6 +68,11 @@ const HAND_WRITTEN: &[&str] = &[
     "k8s_openapi::apimachinery::pkg::api::resource::Quantity",
     "k8s_openapi::apimachinery::pkg::util::intstr::IntOrString",
     "k8s_openapi::apimachinery::pkg::runtime::RawExtension",
+    "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON",
+    "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray",
+    "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrBool",
+    "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrStringArray",
+    "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceSubresourceStatus",
 ];
 
 /// Fields that are pointers in the Go types, where a zero value means something (so a
@@ -122,6 +127,17 @@ const POINTERS: &[&str] = &[
     "publish_not_ready_addresses",
     "ready",
     "serving",
+    // JSONSchemaProps' bounds (`minimum: 0` is a bound, not an absence).
+    "maximum",
+    "minimum",
+    "multiple_of",
+    "max_items",
+    "min_items",
+    "max_length",
+    "min_length",
+    "max_properties",
+    "min_properties",
+    "x_kubernetes_preserve_unknown_fields",
     "terminating",
     "port",
     "unhealthy_pod_eviction_policy",
@@ -165,7 +181,11 @@ fn module_of(root: &Path, dir: &Path) -> String {
 /// A field's name for matching: no `r#`, no underscores (prost turns `nonResourceURLs` into
 /// `non_resource_ur_ls` and `uID` into `u_id`; k8s-openapi gives `non_resource_urls`, `uid`).
 fn normalize(ident: &str) -> String {
-    ident.trim_start_matches("r#").replace('_', "")
+    match ident.trim_start_matches("r#").replace('_', "") {
+        // JSONSchemaProps' `$ref`.
+        n if n == "refpath" => "ref".to_owned(),
+        n => n,
+    }
 }
 
 type OaIndex = BTreeMap<String, OaStruct>;
