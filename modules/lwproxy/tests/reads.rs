@@ -200,3 +200,70 @@ async fn with_certificates_it_serves_https() {
     assert_eq!(names(&listed.items), ["a"]);
     edge.stop().await;
 }
+
+/// kubelet and kube-proxy talk protobuf by default: a list and a watch in protobuf, decoded,
+/// hold what the cloud sent down.
+#[tokio::test]
+async fn kubelet_lists_and_watches_in_protobuf() {
+    use http_body_util::BodyExt as _;
+
+    let node = Node::new();
+    let edge = node.start(true).await;
+    edge.downstream("pods", pod("before", "n1", "10")).await;
+    let client = edge.client();
+    let get = |uri: &str| {
+        http::Request::builder()
+            .uri(uri)
+            .header(
+                "accept",
+                "application/vnd.kubernetes.protobuf,application/json",
+            )
+            .body(kube::client::Body::empty())
+            .unwrap()
+    };
+    let resp = client
+        .send(get("/api/v1/pods?fieldSelector=spec.nodeName%3Dn1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/vnd.kubernetes.protobuf"
+    );
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let list = kpb::decode(&body).unwrap();
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(list["items"][0]["metadata"]["name"], "before");
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let resp = client
+        .send(get(&format!(
+            "/api/v1/pods?watch=true&resourceVersion={rv}"
+        )))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/vnd.kubernetes.protobuf;stream=watch"
+    );
+    edge.downstream("pods", pod("web-1", "n1", "11")).await;
+    let mut body = resp.into_body();
+    let mut buf = Vec::new();
+    let event = tokio::time::timeout(WAIT, async {
+        loop {
+            let frame = body.frame().await.unwrap().unwrap();
+            buf.extend_from_slice(&frame.into_data().unwrap_or_default());
+            let (mut events, _) = kpb::read_watch_frames(&buf).unwrap();
+            if !events.is_empty() {
+                return events.remove(0);
+            }
+        }
+    })
+    .await
+    .expect("a protobuf watch event");
+    assert_eq!(event.0, "ADDED");
+    assert_eq!(event.1["metadata"]["name"], "web-1");
+    edge.stop().await;
+}
