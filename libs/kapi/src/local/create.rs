@@ -43,7 +43,7 @@ pub(super) async fn create(core: &Core, target: Target, body: Value) -> Result<V
         let name = meta::name(&obj).to_owned();
         validate::check_name(&target.info, kind.name_rule(), &name)?;
         let written = match kind.ledger() {
-            Some(ledger) => allocating(core, &target, obj, ledger).await,
+            Some(_) => allocating(core, &target, obj).await,
             None => {
                 let t = target.clone();
                 core.mutate(
@@ -201,9 +201,12 @@ fn check_namespace_open(
     Ok(())
 }
 
-/// What an allocating create reads before its own step, in its transaction.
+/// What a write of a kind with a ledger read in its transaction before its own step: the
+/// parents (a create's), the objects the ledger's entries may belong to, and the ledger. The
+/// step allocates through it ([`Held::allocate`]); the ledger it leaves is stored after the
+/// object, only when the object was.
 #[derive(Default)]
-struct Reads {
+pub(super) struct Held {
     parents: Vec<Option<StoredObject>>,
     owners: Vec<(ObjKey, Option<StoredObject>)>,
     ledger: Option<StoredObject>,
@@ -211,26 +214,64 @@ struct Reads {
     allocated: Option<Value>,
 }
 
-/// One item of an allocating create's batch.
+impl Held {
+    /// Allocates what `obj` needs from the ledger (a Service's cluster IP and node ports). An
+    /// update (`updating`: the object's uid) first releases what the object held, so that it
+    /// keeps its values, takes new ones for what it gained (a ClusterIP Service made
+    /// NodePort), and frees those it dropped.
+    pub(super) fn allocate(
+        &mut self,
+        core: &Core,
+        target: &Target,
+        obj: &mut Value,
+        updating: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let before = self.ledger.as_ref().map(parse).transpose()?;
+        let mut held = before.clone();
+        let mut owners = self.owners.clone();
+        if let Some(uid) = updating {
+            let own = format!("{}/{}/{uid}", target.namespace, target.name);
+            if let Some(ledger) = held.as_mut() {
+                release(ledger, &own);
+            }
+            owners.retain(|(k, _)| k.namespace != target.namespace || k.name != target.name);
+        }
+        let kind = strategy::of(&target.info);
+        let allocated = kind.allocate(core, target, obj, held, &owners)?;
+        // An update that keeps its values leaves the ledger as it was.
+        self.allocated = allocated.filter(|l| !target.dry_run && Some(l) != before.as_ref());
+        Ok(())
+    }
+}
+
+/// One item of a ledger write's batch.
 type Item = (
     ObjKey,
     Box<dyn FnOnce(Option<&StoredObject>, u64) -> Result<(Mutation, Value), ApiError> + Send>,
 );
 
-/// A create that allocates from its kind's ledger (a Service's cluster IP and node ports), in
-/// one transaction: the parents, the objects of the kind whose allocations the ledger names,
-/// and the ledger are read; the object's step allocates and stores it; the ledger is stored
-/// after it, only when the object was.
-async fn allocating(
+/// A write of a kind that allocates from a ledger, in one transaction: `parents`, the objects
+/// of the kind whose allocations the ledger names, and the ledger are read; `own` (the write
+/// of `key`) allocates through the [`Held`] it is given; the ledger is stored after it.
+pub(super) async fn with_ledger<F>(
     core: &Core,
     target: &Target,
-    obj: Value,
-    ledger: ObjKey,
-) -> Result<Applied<Value>, ApiError> {
+    parents: Vec<ObjKey>,
+    key: ObjKey,
+    own: F,
+) -> Result<Applied<Value>, ApiError>
+where
+    F: FnOnce(Option<&StoredObject>, u64, &mut Held) -> Result<(Mutation, Value), ApiError>
+        + Send
+        + 'static,
+{
+    let ledger = strategy::of(&target.info)
+        .ledger()
+        .ok_or_else(|| ApiError::internal("a ledger write of a kind without a ledger"))?;
     let owners = owner_keys(core, target, &ledger).await?;
-    let reads: Arc<Mutex<Reads>> = Arc::default();
+    let reads: Arc<Mutex<Held>> = Arc::default();
     let mut items: Vec<Item> = Vec::new();
-    for key in parents(target) {
+    for key in parents {
         let reads = reads.clone();
         items.push((
             key,
@@ -258,22 +299,14 @@ async fn allocating(
             Ok((Mutation::Keep, Value::Null))
         }),
     ));
-    let (r, t, c) = (reads.clone(), target.clone(), core.clone());
-    let name = meta::name(&obj).to_owned();
+    let r = reads.clone();
     items.push((
-        target.key_named(&name),
+        key,
         Box::new(move |current, revision| {
-            let mut obj = obj;
-            let mut seen = std::mem::take(&mut *lock(&r));
-            let held = seen.ledger.as_ref().map(parse).transpose()?;
-            let kind = strategy::of(&t.info);
-            // A create that cannot happen allocates nothing (and answers why it cannot).
-            check_place(&t, &obj, current, &seen.parents)?;
-            let allocated = kind.allocate(&c, &t, &mut obj, held, &seen.owners)?;
-            let written = step(&t, obj, current, revision, &seen.parents)?;
-            seen.allocated = allocated.filter(|_| !t.dry_run);
-            *lock(&r) = seen;
-            Ok(written)
+            let mut held = std::mem::take(&mut *lock(&r));
+            let written = own(current, revision, &mut held);
+            *lock(&r) = held;
+            written
         }),
     ));
     items.push((
@@ -297,6 +330,39 @@ async fn allocating(
     results
         .pop()
         .ok_or_else(|| ApiError::internal("the object store answered no result"))?
+}
+
+/// A create that allocates (a Service's cluster IP and node ports) before it is stored.
+async fn allocating(core: &Core, target: &Target, obj: Value) -> Result<Applied<Value>, ApiError> {
+    let (t, c) = (target.clone(), core.clone());
+    let key = target.key_named(meta::name(&obj));
+    with_ledger(
+        core,
+        target,
+        parents(target),
+        key,
+        move |current, revision, held| {
+            let mut obj = obj;
+            // A create that cannot happen allocates nothing (and answers why it cannot).
+            check_place(&t, &obj, current, &held.parents)?;
+            held.allocate(&c, &t, &mut obj, None)?;
+            step(&t, obj, current, revision, &held.parents)
+        },
+    )
+    .await
+}
+
+/// Drops the entries of `owner` (`namespace/name/uid`) from every map of a ledger.
+fn release(ledger: &mut Value, owner: &str) {
+    for map in ledger
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|m| m.values_mut())
+    {
+        if let Some(map) = map.as_object_mut() {
+            map.retain(|_, o| o.as_str() != Some(owner));
+        }
+    }
 }
 
 /// The objects of `target`'s kind an allocation may release: those stored, and those the

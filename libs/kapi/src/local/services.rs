@@ -282,7 +282,8 @@ fn allocate_ports(
 }
 
 /// A PUT leaves the allocated cluster IP and node ports out: keep the current ones (kube's
-/// `patchAllocatedValues`), node ports matched by port number and protocol.
+/// `patchAllocatedValues`), node ports matched by port number and protocol, while the type
+/// still has node ports.
 fn keep_allocated(next: &mut Value, current: &Value) {
     let Some(cur) = current.get("spec") else {
         return;
@@ -303,11 +304,32 @@ fn keep_allocated(next: &mut Value, current: &Value) {
             }
         }
     }
+    // Node ports are kept only while the Service still needs them (a NodePort or
+    // LoadBalancer before and after, as kube's `patchAllocatedValues`).
+    let needs_node_ports =
+        |t: Option<&Value>| matches!(t.and_then(Value::as_str), Some("NodePort" | "LoadBalancer"));
     let old_ports = cur
         .get("ports")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    if !needs_node_ports(cur.get("type")) {
+        return;
+    }
+    if !needs_node_ports(spec.get("type")) {
+        // A type that has none: the node ports the write left as they were go with the
+        // old type (kube's `dropTypeDependentFields`); one it set is refused by validation.
+        let ports = spec.get_mut("ports").and_then(Value::as_array_mut);
+        for port in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
+            if old_ports
+                .iter()
+                .any(|o| o.get("nodePort").is_some() && o.get("nodePort") == port.get("nodePort"))
+            {
+                port.remove("nodePort");
+            }
+        }
+        return;
+    }
     let ports = spec.get_mut("ports").and_then(Value::as_array_mut);
     for port in ports.into_iter().flatten().filter_map(Value::as_object_mut) {
         if port.get("nodePort").is_some_and(|n| !n.is_null()) {

@@ -16,9 +16,10 @@ use apimachinery::patch::{self, PatchError, PatchType};
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
 use apimachinery::{ApiError, ResourceInfo, statuswrite};
 use bytes::Bytes;
-use objstore::Mutation;
+use objstore::{Applied, Mutation, StoredObject};
 use serde_json::{Value, json};
 
+use super::create::Held;
 use super::vocab::{Core, Subresource, Target, name_mismatch, parse, unsupported};
 use super::{create, meta, owners, strategy, subresources, validate};
 
@@ -84,16 +85,16 @@ pub(super) async fn update(
     body: Value,
 ) -> Result<Value, ApiError> {
     let body = check_body(&target, body)?;
-    let t = target.clone();
-    let applied = core
-        .mutate(vec![], target.key(), move |current, revision, _| {
-            let current = parse(current.ok_or_else(|| t.not_found())?)?;
-            check_preconditions(&t, &current, &body)?;
-            let mut next = merge(&t, part, &current, body)?;
-            owners::record(&t, part.scope(&t), Some(&current), &mut next);
-            commit(&t, part, &current, next, revision)
-        })
-        .await?;
+    let (t, c) = (target.clone(), core.clone());
+    let applied = write(core, &target, part, move |current, revision, held| {
+        let current = parse(current.ok_or_else(|| t.not_found())?)?;
+        check_preconditions(&t, &current, &body)?;
+        let mut next = merge(&t, part, &current, body)?;
+        owners::record(&t, part.scope(&t), Some(&current), &mut next);
+        allocate(&c, &t, held, &current, &mut next)?;
+        commit(&t, part, &current, next, revision)
+    })
+    .await?;
     after_update(core, &target).await;
     Ok(applied.output)
 }
@@ -110,18 +111,18 @@ pub(super) async fn patch(
     if kind == PatchType::Apply {
         return apply(core, target, part, &patch).await;
     }
-    let t = target.clone();
-    let applied = core
-        .mutate(vec![], target.key(), move |current, revision, _| {
-            let current = parse(current.ok_or_else(|| t.not_found())?)?;
-            let patched = patch::apply(&t.info, kind, &current, &patch).map_err(patch_error)?;
-            let patched = check_body(&t, patched)?;
-            check_preconditions(&t, &current, &patched)?;
-            let mut next = merge(&t, part, &current, patched)?;
-            owners::record(&t, part.scope(&t), Some(&current), &mut next);
-            commit(&t, part, &current, next, revision)
-        })
-        .await?;
+    let (t, c) = (target.clone(), core.clone());
+    let applied = write(core, &target, part, move |current, revision, held| {
+        let current = parse(current.ok_or_else(|| t.not_found())?)?;
+        let patched = patch::apply(&t.info, kind, &current, &patch).map_err(patch_error)?;
+        let patched = check_body(&t, patched)?;
+        check_preconditions(&t, &current, &patched)?;
+        let mut next = merge(&t, part, &current, patched)?;
+        owners::record(&t, part.scope(&t), Some(&current), &mut next);
+        allocate(&c, &t, held, &current, &mut next)?;
+        commit(&t, part, &current, next, revision)
+    })
+    .await?;
     after_update(core, &target).await;
     Ok(applied.output)
 }
@@ -131,18 +132,18 @@ pub(super) async fn patch(
 /// missing object creates it, as kube-apiserver does.
 async fn apply(core: &Core, target: Target, part: Part, body: &[u8]) -> Result<Value, ApiError> {
     let config = check_body(&target, managedfields::decode_config(body)?)?;
-    let t = target.clone();
+    let (t, c) = (target.clone(), core.clone());
     let cfg = config.clone();
-    let written = core
-        .mutate(vec![], target.key(), move |current, revision, _| {
-            let current = parse(current.ok_or_else(|| t.not_found())?)?;
-            check_preconditions(&t, &current, &cfg)?;
-            let applied = owners::apply(&t, part.scope(&t), &current, &cfg)?;
-            let mut next = merge(&t, part, &current, applied.clone())?;
-            owners::carry(&applied, &mut next);
-            commit(&t, part, &current, next, revision)
-        })
-        .await;
+    let written = write(core, &target, part, move |current, revision, held| {
+        let current = parse(current.ok_or_else(|| t.not_found())?)?;
+        check_preconditions(&t, &current, &cfg)?;
+        let applied = owners::apply(&t, part.scope(&t), &current, &cfg)?;
+        let mut next = merge(&t, part, &current, applied.clone())?;
+        owners::carry(&applied, &mut next);
+        allocate(&c, &t, held, &current, &mut next)?;
+        commit(&t, part, &current, next, revision)
+    })
+    .await;
     match written {
         Err(e) if e.code == 404 && part == Part::Main => {
             let obj = owners::apply(&target, part.scope(&target), &json!({}), &config)?;
@@ -155,6 +156,49 @@ async fn apply(core: &Core, target: Target, part: Part, body: &[u8]) -> Result<V
             after_update(core, &target).await;
             Ok(written.output)
         }
+    }
+}
+
+/// Runs the store step of an update, patch or apply. The main resource of a kind with a
+/// ledger (Services) is written in a transaction that lets the step allocate (see
+/// [`allocate`]); everything else is a plain write of the one object.
+async fn write<F>(
+    core: &Core,
+    target: &Target,
+    part: Part,
+    step: F,
+) -> Result<Applied<Value>, ApiError>
+where
+    F: FnOnce(Option<&StoredObject>, u64, Option<&mut Held>) -> Result<(Mutation, Value), ApiError>
+        + Send
+        + 'static,
+{
+    if part == Part::Main && strategy::of(&target.info).ledger().is_some() {
+        let key = target.key();
+        create::with_ledger(core, target, vec![], key, move |current, revision, held| {
+            step(current, revision, Some(held))
+        })
+        .await
+    } else {
+        core.mutate(vec![], target.key(), move |current, revision, _| {
+            step(current, revision, None)
+        })
+        .await
+    }
+}
+
+/// What an update of the main resource gains takes its allocations (a Service turned
+/// NodePort gets its node ports); what it keeps stays, what it drops is released.
+fn allocate(
+    core: &Core,
+    target: &Target,
+    held: Option<&mut Held>,
+    current: &Value,
+    next: &mut Value,
+) -> Result<(), ApiError> {
+    match held {
+        Some(held) => held.allocate(core, target, next, Some(meta::uid(current))),
+        None => Ok(()),
     }
 }
 

@@ -335,6 +335,46 @@ async fn an_update_keeps_the_cluster_ip_and_refuses_a_new_one() {
 }
 
 #[tokio::test]
+async fn a_service_turned_node_port_gets_node_ports_and_back_releases_them() {
+    let fx = fixture().await;
+    let created = fx
+        .on("services", "default", "")
+        .create(service("web", web_ports()))
+        .await
+        .unwrap();
+    assert!(created["spec"]["ports"][0].get("nodePort").is_none());
+    let call = fx.on("services", "default", "web");
+    // `kubectl patch svc web -p '{"spec":{"type":"NodePort"}}'`
+    let patch = json!({"spec": {"type": "NodePort"}});
+    let node_port = call.patch(PatchType::Merge, patch).await.unwrap();
+    let port = node_port["spec"]["ports"][0]["nodePort"].as_i64();
+    assert!(
+        port.is_some_and(|p| ServiceRanges::default().node_ports.contains(p)),
+        "{node_port}"
+    );
+    assert_eq!(node_port["spec"]["clusterIP"], created["spec"]["clusterIP"]);
+    // Another Service cannot take that port while this one holds it.
+    let mut spec = web_ports();
+    spec["type"] = json!("NodePort");
+    spec["ports"][0]["nodePort"] = json!(port);
+    let e = fx
+        .on("services", "default", "")
+        .create(service("other", spec.clone()))
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("already allocated"), "{}", e.message);
+    // Back to ClusterIP (`kubectl patch svc web -p '{"spec":{"type":"ClusterIP"}}'`): the
+    // node port goes with the type, is released, and the other Service may have it.
+    let patch = json!({"spec": {"type": "ClusterIP"}});
+    let back = call.patch(PatchType::Merge, patch).await.unwrap();
+    assert!(back["spec"]["ports"][0].get("nodePort").is_none(), "{back}");
+    fx.on("services", "default", "")
+        .create(service("other", spec))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
 async fn headless_services_keep_none_and_services_need_ports() {
     let fx = fixture().await;
     let spec = json!({"clusterIP": "None", "selector": {"app": "db"}});
