@@ -22,7 +22,7 @@ use k8s_pb::apimachinery::pkg::runtime::{RawExtension, TypeMeta, Unknown};
 use prost::Message;
 use serde_json::Value;
 
-pub use registry::kinds;
+pub use registry::{Json, kinds};
 
 /// The media type of a protobuf body.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -71,15 +71,59 @@ pub fn supports(api_version: &str, kind: &str) -> bool {
 pub fn encode(object: Value) -> Result<Vec<u8>, Error> {
     let (api_version, kind) = type_of(&object);
     let (api_version, kind) = (api_version.to_owned(), kind.to_owned());
-    let entry = registry::lookup(&api_version, &kind).ok_or_else(|| Error::Unsupported {
-        api_version: api_version.clone(),
-        kind: kind.clone(),
+    encode_as(&api_version, &kind, Json::Value(object))
+}
+
+/// The protobuf body of an object of `api_version`/`kind` given in its JSON form (as stored
+/// text, it is read straight into its type).
+pub fn encode_as(api_version: &str, kind: &str, object: Json<'_>) -> Result<Vec<u8>, Error> {
+    let raw = (entry(api_version, kind)?.encode)(object)?;
+    Ok(envelope(api_version, kind, raw))
+}
+
+/// The protobuf body of a list `list_kind` of `item_kind` objects with this `metadata`
+/// (a `ListMeta` in JSON form): every list message has its metadata in field 1 and its items
+/// in field 2, so the items are encoded one by one and framed there.
+pub fn encode_list<'a>(
+    api_version: &str,
+    list_kind: &str,
+    item_kind: &str,
+    metadata: Value,
+    items: impl IntoIterator<Item = Json<'a>>,
+) -> Result<Vec<u8>, Error> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+    use prost::encoding::{WireType, encode_key, encode_varint};
+
+    entry(api_version, list_kind)?;
+    let item = entry(api_version, item_kind)?;
+    let meta: ListMeta = serde_json::from_value(metadata).map_err(|source| Error::Json {
+        kind: "ListMeta".into(),
+        source,
     })?;
-    let raw = (entry.encode)(object)?;
+    let mut raw = Vec::new();
+    prost::encoding::message::encode(1, &conv::to_pb(meta), &mut raw);
+    for object in items {
+        let bytes = (item.encode)(object)?;
+        encode_key(2, WireType::LengthDelimited, &mut raw);
+        encode_varint(bytes.len() as u64, &mut raw);
+        raw.extend_from_slice(&bytes);
+    }
+    Ok(envelope(api_version, list_kind, raw))
+}
+
+fn entry(api_version: &str, kind: &str) -> Result<&'static registry::Entry, Error> {
+    registry::lookup(api_version, kind).ok_or_else(|| Error::Unsupported {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+    })
+}
+
+/// `k8s\0` and a `runtime.Unknown` naming the kind around a message.
+fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
     let unknown = Unknown {
         type_meta: Some(TypeMeta {
-            api_version: Some(api_version),
-            kind: Some(kind),
+            api_version: Some(api_version.to_owned()),
+            kind: Some(kind.to_owned()),
         }),
         raw: Some(raw),
         content_encoding: None,
@@ -90,24 +134,30 @@ pub fn encode(object: Value) -> Result<Vec<u8>, Error> {
     unknown
         .encode(&mut out)
         .expect("a Vec grows to take any message");
-    Ok(out)
+    out
 }
 
-/// The JSON form of a protobuf body, with `apiVersion` and `kind` from its envelope.
-pub fn decode(body: &[u8]) -> Result<Value, Error> {
+/// The kind and message of a protobuf body: `(apiVersion, kind, message bytes)`, for a
+/// client that decodes the message itself (into k8s-pb's types, as client-go does).
+pub fn open(body: &[u8]) -> Result<(String, String, Vec<u8>), Error> {
     let unknown = body.strip_prefix(MAGIC).ok_or(Error::NoMagic)?;
     let unknown = Unknown::decode(unknown).map_err(Error::Envelope)?;
     if let Some(enc) = unknown.content_encoding.filter(|e| !e.is_empty()) {
         return Err(Error::ContentEncoding(enc));
     }
     let meta = unknown.type_meta.unwrap_or_default();
-    let api_version = meta.api_version.unwrap_or_default();
     let kind = meta.kind.filter(|k| !k.is_empty()).ok_or(Error::NoKind)?;
-    let entry = registry::lookup(&api_version, &kind).ok_or_else(|| Error::Unsupported {
-        api_version: api_version.clone(),
-        kind: kind.clone(),
-    })?;
-    let mut object = (entry.decode)(&unknown.raw.unwrap_or_default())?;
+    Ok((
+        meta.api_version.unwrap_or_default(),
+        kind,
+        unknown.raw.unwrap_or_default(),
+    ))
+}
+
+/// The JSON form of a protobuf body, with `apiVersion` and `kind` from its envelope.
+pub fn decode(body: &[u8]) -> Result<Value, Error> {
+    let (api_version, kind, raw) = open(body)?;
+    let mut object = (entry(&api_version, &kind)?.decode)(&raw)?;
     if api_version.starts_with("apiextensions.k8s.io/") {
         integral_floats(&mut object);
     }

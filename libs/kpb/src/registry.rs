@@ -15,21 +15,30 @@ use crate::conv::Conv;
 pub(crate) struct Entry {
     pub api_version: &'static str,
     pub kind: &'static str,
-    pub encode: fn(Value) -> Result<Vec<u8>, Error>,
+    pub encode: fn(Json<'_>) -> Result<Vec<u8>, Error>,
     pub decode: fn(&[u8]) -> Result<Value, Error>,
 }
 
-pub(crate) fn encode<T>(v: Value) -> Result<Vec<u8>, Error>
+/// An object's JSON form: a tree, or text (a stored object, read straight into its type).
+pub enum Json<'a> {
+    Value(Value),
+    Text(&'a [u8]),
+}
+
+pub(crate) fn encode<T>(json: Json<'_>) -> Result<Vec<u8>, Error>
 where
     T: Conv + DeserializeOwned,
     T::Pb: Message,
 {
-    let kind = v
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("object")
-        .to_owned();
-    let typed: T = serde_json::from_value(v).map_err(|source| Error::Json { kind, source })?;
+    let typed: T = match json {
+        Json::Value(v) => serde_json::from_value(v),
+        Json::Text(t) => serde_json::from_slice(t),
+    }
+    .map_err(|source| {
+        let name = std::any::type_name::<T>();
+        let kind = name.rsplit("::").next().unwrap_or(name).to_owned();
+        Error::Json { kind, source }
+    })?;
     Ok(typed.to_pb().encode_to_vec())
 }
 

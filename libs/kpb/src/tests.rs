@@ -281,3 +281,31 @@ fn a_custom_resource_definition_and_its_schema_round_trip() {
     });
     assert_eq!(decode(&encode(crd.clone()).unwrap()).unwrap(), crd);
 }
+
+#[test]
+fn a_list_framed_item_by_item_from_stored_text_is_the_same_list() {
+    let text = serde_json::to_vec(&pod()).unwrap();
+    let mut other = pod();
+    other["metadata"]["name"] = json!("web-1");
+    let meta = json!({"resourceVersion": "9", "continue": "next"});
+    let framed = encode_list(
+        "v1",
+        "PodList",
+        "Pod",
+        meta.clone(),
+        [Json::Text(&text), Json::Value(other.clone())],
+    )
+    .unwrap();
+    let whole = encode(
+        json!({"apiVersion": "v1", "kind": "PodList", "metadata": meta,
+                              "items": [pod(), other]}),
+    )
+    .unwrap();
+    assert_eq!(framed, whole);
+    assert_eq!(
+        encode_as("v1", "Pod", Json::Text(&text)).unwrap(),
+        encode(pod()).unwrap()
+    );
+    let e = encode_list("example.com/v1", "WidgetList", "Widget", json!({}), []).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+}

@@ -15,7 +15,8 @@
 //!
 //! With `--protobuf`, the pod creates, lists and the watch use Kubernetes' protobuf encoding
 //! (request and response bodies, watch frames) as kubelet and client-go do by default; the
-//! client decodes every response either way.
+//! client decodes every response either way (into k8s-openapi's types from JSON, into
+//! k8s-pb's messages from protobuf, as client-go decodes into its Go types).
 //!
 //! `cargo build --release -p e2e --bin apibench --bin e2e-cloudcore && target/release/apibench`
 
@@ -301,6 +302,9 @@ mod proto {
 
     use anyhow::Context as _;
     use http_body_util::BodyExt as _;
+    use k8s_pb::api::core::v1::{Pod, PodList};
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent;
+    use prost::Message as _;
 
     use super::PODS;
 
@@ -340,35 +344,38 @@ mod proto {
         Ok(client.send(req).await?)
     }
 
+    /// The message of a protobuf body, decoded into its k8s-pb type.
+    pub fn message<M: prost::Message + Default>(body: &[u8]) -> anyhow::Result<M> {
+        let (_, _, raw) = kpb::open(body)?;
+        Ok(M::decode(raw.as_slice())?)
+    }
+
     /// One whole list and the same in pages of 500, each decoded; the list's revision.
     pub async fn lists(
         client: &kube::Client,
         want: usize,
     ) -> anyhow::Result<(Duration, Duration, String)> {
         let t = Instant::now();
-        let all = kpb::decode(&send(client, http::Method::GET, PODS, None).await?)?;
+        let all: PodList = message(&send(client, http::Method::GET, PODS, None).await?)?;
         let whole = t.elapsed();
-        let items = all["items"].as_array().map_or(0, Vec::len);
-        anyhow::ensure!(items == want, "listed {items}");
+        anyhow::ensure!(all.items.len() == want, "listed {}", all.items.len());
         let t = Instant::now();
         let (mut paged, mut cont) = (0, String::new());
         loop {
             let uri = format!("{PODS}?limit=500&continue={cont}");
-            let page = kpb::decode(&send(client, http::Method::GET, &uri, None).await?)?;
-            paged += page["items"].as_array().map_or(0, Vec::len);
-            match page["metadata"]["continue"]
-                .as_str()
-                .filter(|c| !c.is_empty())
-            {
-                Some(c) => cont = c.to_owned(),
+            let page: PodList = message(&send(client, http::Method::GET, &uri, None).await?)?;
+            paged += page.items.len();
+            let next = page.metadata.and_then(|m| m.r#continue);
+            match next.filter(|c| !c.is_empty()) {
+                Some(c) => cont = c,
                 None => break,
             }
         }
         anyhow::ensure!(paged == want, "paged {paged}");
-        let rv = all["metadata"]["resourceVersion"]
-            .as_str()
-            .context("the list's resourceVersion")?
-            .to_owned();
+        let rv = all
+            .metadata
+            .and_then(|m| m.resource_version)
+            .context("the list's resourceVersion")?;
         Ok((whole, t.elapsed(), rv))
     }
 
@@ -379,18 +386,32 @@ mod proto {
         Ok(resp.into_body())
     }
 
-    /// Reads frames, decoding each event, until `want` MODIFIED events were seen.
+    /// Reads frames, decoding each event and its pod, until `want` MODIFIED events were seen.
     pub async fn count_modified(mut body: kube::client::Body, want: usize) -> Instant {
         let (mut buf, mut seen) = (Vec::new(), 0);
         while let Some(Ok(frame)) = body.frame().await {
             if let Ok(data) = frame.into_data() {
                 buf.extend_from_slice(&data);
             }
-            let Ok((events, used)) = kpb::read_watch_frames(&buf) else {
-                break;
-            };
-            buf.drain(..used);
-            seen += events.iter().filter(|(t, _)| t == "MODIFIED").count();
+            let mut at = 0;
+            while buf.len() - at >= 4 {
+                let len = u32::from_be_bytes(buf[at..at + 4].try_into().expect("four bytes"));
+                let Some(frame) = buf.get(at + 4..at + 4 + len as usize) else {
+                    break;
+                };
+                let Ok(event) = WatchEvent::decode(frame) else {
+                    return Instant::now();
+                };
+                let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
+                if message::<Pod>(&raw).is_err() {
+                    return Instant::now();
+                }
+                if event.r#type.as_deref() == Some("MODIFIED") {
+                    seen += 1;
+                }
+                at += 4 + len as usize;
+            }
+            buf.drain(..at);
             if seen >= want {
                 break;
             }

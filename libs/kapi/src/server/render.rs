@@ -102,12 +102,14 @@ pub(crate) fn list(
     let meta = list_meta(page.resource_version, page.continue_token.as_deref());
     match output {
         Output::Json => json_list(info, page, &meta),
-        Output::Protobuf => protobuf(json!({
-            "kind": info.list_kind,
-            "apiVersion": info.api_version(),
-            "metadata": meta,
-            "items": values(info, page.items)?,
-        })),
+        Output::Protobuf => {
+            let api_version = info.api_version();
+            let items = page.items.iter().map(|o| stored_json(info, o));
+            let items = items.collect::<Result<Vec<_>, _>>()?;
+            kpb::encode_list(&api_version, &info.list_kind, &info.kind, meta, items)
+                .map(Bytes::from)
+                .map_err(|e| ApiError::internal(format!("{}: {e}", info.list_kind)))
+        }
         Output::Table => {
             let objects = values(info, page.items)?;
             let mut t = table::render(info, &objects, include, now());
@@ -140,6 +142,12 @@ pub(crate) fn single(
 ) -> Result<Bytes, ApiError> {
     match output {
         Output::Json => object_json(info, obj, resource_version),
+        Output::Protobuf if resource_version.is_none() => {
+            let encoded = kpb::encode_as(&info.api_version(), &info.kind, stored_json(info, obj)?);
+            encoded
+                .map(Bytes::from)
+                .or_else(|_| protobuf(object_value(info, obj, None)?))
+        }
         Output::Protobuf => protobuf(object_value(info, obj, resource_version)?),
         Output::Table => {
             let value = object_value(info, obj, resource_version)?;
@@ -163,6 +171,16 @@ pub(crate) fn protobuf(value: Value) -> Result<Bytes, ApiError> {
         tracing::error!(%name, error = %e, "object has no protobuf form");
         ApiError::internal(format!("{name}: {e}"))
     })
+}
+
+/// A stored object's JSON for the protobuf encoder: its text, read straight into its type,
+/// when it already names the served kind and version (else the fixed-up tree).
+fn stored_json<'a>(info: &ResourceInfo, obj: &'a StoredObject) -> Result<kpb::Json<'a>, ApiError> {
+    if is_right(info, &obj.value, None) {
+        Ok(kpb::Json::Text(&obj.value))
+    } else {
+        object_value(info, obj, None).map(kpb::Json::Value)
+    }
 }
 
 /// A body in the negotiated form: protobuf when asked for and the kind has one (a `Status`
