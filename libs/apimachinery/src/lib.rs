@@ -9,6 +9,7 @@
 pub mod alloc;
 pub mod catalog;
 pub mod configdata;
+pub mod convert;
 pub mod defaults;
 pub mod fields;
 pub mod forward;

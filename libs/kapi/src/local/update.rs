@@ -87,7 +87,7 @@ pub(super) async fn update(
     let body = check_body(&target, body)?;
     let (t, c) = (target.clone(), core.clone());
     let applied = write(core, &target, part, move |current, revision, held| {
-        let current = parse(current.ok_or_else(|| t.not_found())?)?;
+        let current = served(&t, current.ok_or_else(|| t.not_found())?)?;
         check_preconditions(&t, &current, &body)?;
         let mut next = merge(&t, part, &current, body)?;
         owners::record(&t, part.scope(&t), Some(&current), &mut next);
@@ -113,7 +113,7 @@ pub(super) async fn patch(
     }
     let (t, c) = (target.clone(), core.clone());
     let applied = write(core, &target, part, move |current, revision, held| {
-        let current = parse(current.ok_or_else(|| t.not_found())?)?;
+        let current = served(&t, current.ok_or_else(|| t.not_found())?)?;
         let patched = patch::apply(&t.info, kind, &current, &patch).map_err(patch_error)?;
         let patched = check_body(&t, patched)?;
         check_preconditions(&t, &current, &patched)?;
@@ -135,7 +135,7 @@ async fn apply(core: &Core, target: Target, part: Part, body: &[u8]) -> Result<V
     let (t, c) = (target.clone(), core.clone());
     let cfg = config.clone();
     let written = write(core, &target, part, move |current, revision, held| {
-        let current = parse(current.ok_or_else(|| t.not_found())?)?;
+        let current = served(&t, current.ok_or_else(|| t.not_found())?)?;
         check_preconditions(&t, &current, &cfg)?;
         let applied = owners::apply(&t, part.scope(&t), &current, &cfg)?;
         let mut next = merge(&t, part, &current, applied.clone())?;
@@ -157,6 +157,18 @@ async fn apply(core: &Core, target: Target, part: Part, body: &[u8]) -> Result<V
             Ok(written.output)
         }
     }
+}
+
+/// The stored object in the version the write addresses (a HorizontalPodAutoscaler may be
+/// stored as v1 or v2 and written through either): the write applies to what its client
+/// reads.
+fn served(target: &Target, stored: &StoredObject) -> Result<Value, ApiError> {
+    let mut current = parse(stored)?;
+    let info = &target.info;
+    if apimachinery::convert::storage_version(&info.group, &info.kind).is_some() {
+        apimachinery::convert::to_version(&info.group, &info.version, &mut current);
+    }
+    Ok(current)
 }
 
 /// Runs the store step of an update, patch or apply. The main resource of a kind with a

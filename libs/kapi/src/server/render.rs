@@ -80,6 +80,16 @@ pub(crate) fn object_value(
         )));
     };
     map.insert("kind".to_owned(), Value::String(info.kind.clone()));
+    if apimachinery::convert::storage_version(&info.group, &info.kind).is_some() {
+        // Stored in either version: shown in the one asked for.
+        apimachinery::convert::to_version(&info.group, &info.version, &mut value);
+    }
+    let Some(map) = value.as_object_mut() else {
+        return Err(ApiError::internal(format!(
+            "stored object {} is not a JSON object",
+            obj.key
+        )));
+    };
     map.insert("apiVersion".to_owned(), Value::String(info.api_version()));
     if let Some(rv) = resource_version {
         let meta = map

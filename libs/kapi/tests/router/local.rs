@@ -141,3 +141,63 @@ async fn custom_resources_appear_when_their_crd_is_created() {
     let root = h.get("/openapi/v3").await.json();
     assert!(root["paths"]["apis/example.org/v1"].is_object());
 }
+
+#[tokio::test]
+async fn an_autoscaler_reads_and_writes_as_v1_and_v2_alike() {
+    let h = local_harness().await;
+    let v2 = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers";
+    let v1 = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+    let hpa = json!({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 1, "maxReplicas": 5,
+            "metrics": [
+                {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
+                {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "100Mi"}}}
+            ]
+        }
+    });
+    let created = h.call(Method::POST, v2, "application/json", hpa).await;
+    assert_eq!(created.status.as_u16(), 201, "{}", created.json());
+
+    // Read as v1: the CPU target in v1's field, in a get, a list and a watch.
+    let old = h.get(&format!("{v1}/web")).await.json();
+    assert_eq!(old["apiVersion"], "autoscaling/v1");
+    assert_eq!(old["spec"]["targetCPUUtilizationPercentage"], 80, "{old}");
+    assert!(old["spec"].get("metrics").is_none(), "{old}");
+    let list = h.get(v1).await.json();
+    assert_eq!(
+        list["items"][0]["spec"]["targetCPUUtilizationPercentage"],
+        80
+    );
+    let mut w = h.watch(&format!("{v1}?watch=true"), None).await;
+    let event = w.next().await.unwrap();
+    assert_eq!(
+        event["object"]["spec"]["targetCPUUtilizationPercentage"],
+        80
+    );
+
+    // A v1 client changes the target: v2 readers see it, and the memory metric survived.
+    let patch = json!({"spec": {"targetCPUUtilizationPercentage": 60}});
+    let patched = h
+        .call(
+            Method::PATCH,
+            &format!("{v1}/web"),
+            "application/merge-patch+json",
+            patch,
+        )
+        .await;
+    assert_eq!(patched.status.as_u16(), 200, "{}", patched.json());
+    assert_eq!(patched.json()["spec"]["targetCPUUtilizationPercentage"], 60);
+    let new = h.get(&format!("{v2}/web")).await.json();
+    let metrics = new["spec"]["metrics"].as_array().unwrap();
+    assert_eq!(metrics.len(), 2, "{new}");
+    assert_eq!(
+        metrics[0]["resource"]["target"]["averageUtilization"], 60,
+        "{new}"
+    );
+    assert_eq!(metrics[1]["resource"]["name"], "memory", "{new}");
+    assert!(new["metadata"].get("annotations").is_none(), "{new}");
+}

@@ -231,8 +231,8 @@ fn cronjobs() -> ResourceInfo {
         .columns(columns)
 }
 
-/// Served as `v2` (preferred) and `v1`, one stored collection; objects are not converted
-/// between the two (a `v1` read shows what was written).
+/// Served as `v2` (preferred) and `v1`, one stored collection; every read shows the version
+/// asked for and a write applies to that version's view ([`crate::convert`]).
 fn horizontalpodautoscalers(version: &str) -> ResourceInfo {
     ResourceInfo::new(
         "autoscaling",
