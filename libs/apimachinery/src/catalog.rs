@@ -30,6 +30,9 @@ pub struct ResourceInfo {
     pub columns: Vec<Column>,
     /// True when the resource comes from a CustomResourceDefinition.
     pub custom: bool,
+    /// A custom resource's structural schema (its version's `openAPIV3Schema`): server-side
+    /// apply reads its list and map types from it.
+    pub structure: Option<std::sync::Arc<Value>>,
 }
 
 /// A printer column (as in a CRD's `additionalPrinterColumns`).
@@ -100,6 +103,7 @@ impl ResourceInfo {
             selectable_fields: Vec::new(),
             columns: vec![Column::name(), Column::age()],
             custom: false,
+            structure: None,
         }
     }
 

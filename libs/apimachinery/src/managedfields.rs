@@ -16,9 +16,12 @@
 //! the status, `scale` only `spec.replicas`. The server's metadata (name, uid,
 //! resourceVersion, ...) and `apiVersion`/`kind` are nobody's.
 //!
-//! Known differences from kube-apiserver: list keys are the strategic merge keys (one field:
-//! container ports by `containerPort`, not `containerPort` and `protocol`); lists of custom
-//! resources are atomic; `managedFields` sent in a body are ignored (the server's are kept).
+//! A custom resource's lists and maps follow its schema (`x-kubernetes-list-type` `map` with
+//! its `x-kubernetes-list-map-keys`, `set`, `atomic`; `x-kubernetes-map-type: atomic`).
+//! Known differences from kube-apiserver: the built-in kinds' list keys are their strategic
+//! merge keys (one field: container ports by `containerPort`, not `containerPort` and
+//! `protocol`), and their atomic structs (a `selector`) are merged field by field;
+//! `managedFields` sent in a body are ignored (the server's are kept).
 
 mod fieldset;
 mod walk;
@@ -26,10 +29,9 @@ mod walk;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::ResourceInfo;
-use crate::patch::schema::Schema;
 use crate::status::ApiError;
 use fieldset::{FieldSet, Path, Step};
-use walk::Walker;
+use walk::{Structure, Walker};
 
 /// Who writes, as a managedFields entry names it (without the operation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,8 +194,8 @@ pub fn record_update(
         set_entries_raw(new, kept);
         return;
     };
-    let schema = Schema::for_resource(info);
-    let walker = Walker::new(&schema);
+    let structure = Structure::of(info);
+    let walker = Walker::new(&structure);
     let mut entries = old.map(parse_entries).unwrap_or_default();
     let old = old.unwrap_or(&Value::Null);
     let mut changed = walker.fields(new);
@@ -231,8 +233,8 @@ pub fn apply(
     force: bool,
     now: &str,
 ) -> Result<Value, Vec<Conflict>> {
-    let schema = Schema::for_resource(info);
-    let walker = Walker::new(&schema);
+    let structure = Structure::of(info);
+    let walker = Walker::new(&structure);
     let config = scoped(scope, config);
     let mut applied = walker.fields(&config);
     applied.retain(|p| in_scope(scope, p));

@@ -90,6 +90,10 @@ fn resource(
     info.selectable_fields = selectable_fields(spec, path)?;
     info.columns = columns(spec, path)?;
     info.custom = true;
+    info.structure = spec
+        .pointer("/schema/openAPIV3Schema")
+        .cloned()
+        .map(std::sync::Arc::new);
     Ok(info)
 }
 

@@ -258,3 +258,70 @@ fn set_items_and_keyed_items_print_as_kube_does() {
     ];
     assert_eq!(fieldset::display(&path), ".spec[name=\"c\"][=\"x\"]");
 }
+
+/// A custom resource whose schema keys `routes` by `host` and `port`, makes `tags` a set, and
+/// sets `limits` whole.
+fn gateways() -> ResourceInfo {
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gateways.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gateways", "singular": "gateway", "kind": "Gateway"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "routes": {"type": "array",
+                            "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["host", "port"],
+                            "items": {"type": "object", "properties": {
+                                "host": {"type": "string"}, "port": {"type": "integer"},
+                                "backend": {"type": "string"}}}},
+                        "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                            "items": {"type": "string"}},
+                        "limits": {"type": "object", "x-kubernetes-map-type": "atomic",
+                            "additionalProperties": {"type": "integer"}}}}}}}}]}
+    });
+    crate::catalog::from_crd(&crd).unwrap().remove(0)
+}
+
+#[test]
+fn a_custom_resource_merges_by_its_schemas_list_keys_sets_and_atomic_maps() {
+    let info = gateways();
+    let who = |name| Manager {
+        name,
+        subresource: None,
+        api_version: "example.com/v1",
+    };
+    let gw = |spec: Value| {
+        json!({"apiVersion": "example.com/v1", "kind": "Gateway",
+               "metadata": {"name": "gw", "namespace": "default"}, "spec": spec})
+    };
+    let first = gw(json!({
+        "routes": [{"host": "a", "port": 80, "backend": "web"}],
+        "tags": ["x"], "limits": {"cpu": 1, "mem": 2}
+    }));
+    let live = apply(&info, MAIN, &json!({}), &first, &who("alice"), false, NOW).unwrap();
+    // Bob adds a route with the same host on another port, a tag, and a limits map of his own.
+    let second = gw(json!({
+        "routes": [{"host": "a", "port": 443, "backend": "tls"}],
+        "tags": ["y"]
+    }));
+    let live = apply(&info, MAIN, &live, &second, &who("bob"), false, NOW).unwrap();
+    let routes = live["spec"]["routes"].as_array().unwrap();
+    assert_eq!(routes.len(), 2, "keyed by host and port: {live}");
+    assert_eq!(live["spec"]["tags"], json!(["x", "y"]));
+    let bobs = entry(&live, "bob", "Apply").unwrap();
+    assert!(
+        bobs["fieldsV1"]["f:spec"]["f:routes"]
+            .as_object()
+            .unwrap()
+            .contains_key(r#"k:{"host":"a","port":443}"#),
+        "{bobs}"
+    );
+    // Bob changing one of alice's limits conflicts on the whole map, which is one field.
+    let third = gw(json!({"limits": {"cpu": 1}}));
+    let conflicts = apply(&info, MAIN, &live, &third, &who("bob"), false, NOW).unwrap_err();
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    let taken = apply(&info, MAIN, &live, &third, &who("bob"), true, NOW).unwrap();
+    assert_eq!(taken["spec"]["limits"], json!({"cpu": 1}), "replaced whole");
+}

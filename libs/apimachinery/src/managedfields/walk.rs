@@ -2,35 +2,117 @@
 //! lists, empty maps, and the items of keyed lists and sets, whose fields count too), the value
 //! at a path, removing a path, and merging an applied configuration into a live object.
 //!
-//! A list is keyed by its merge key when every item is an object carrying it, with no key
-//! twice, and a set when every item is a scalar; otherwise it is atomic, whatever the schema
-//! says, as the data cannot be addressed item by item.
+//! A list is keyed by its keys when every item is an object carrying them, with no key twice,
+//! and a set when every item is a scalar; otherwise it is atomic, whatever the schema says, as
+//! the data cannot be addressed item by item. The keys come from the strategic merge keys of
+//! the built-in kinds, or from a custom resource's schema (`x-kubernetes-list-type` and
+//! `x-kubernetes-list-map-keys`, and `x-kubernetes-map-type: atomic` for a map or struct set
+//! whole).
 
 use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
 use super::fieldset::{self, Element, FieldSet, Path, Step};
+use crate::catalog::ResourceInfo;
 use crate::patch::schema::{ListStrategy, Schema};
 
 /// How one list is addressed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum ListKind {
     Atomic,
     Set,
-    Keyed(&'static str),
+    Keyed(Vec<String>),
+}
+
+/// Where a kind's list and map types come from.
+pub(crate) enum Structure<'a> {
+    /// The strategic merge keys of the built-in kinds (and ObjectMeta's for every kind).
+    Builtin(Schema),
+    /// A custom resource's structural schema.
+    Custom(Schema, &'a Value),
+}
+
+impl<'a> Structure<'a> {
+    pub(crate) fn of(info: &'a ResourceInfo) -> Structure<'a> {
+        let schema = Schema::for_resource(info);
+        match info.structure.as_deref() {
+            Some(root) => Structure::Custom(schema, root),
+            None => Structure::Builtin(schema),
+        }
+    }
+
+    fn list(&self, spath: &[String]) -> ListKind {
+        let builtin = |schema: &Schema| match schema.list(spath) {
+            ListStrategy::Atomic => ListKind::Atomic,
+            ListStrategy::Set => ListKind::Set,
+            ListStrategy::MergeKey(key) => ListKind::Keyed(vec![key.to_owned()]),
+        };
+        match self {
+            Structure::Builtin(schema) => builtin(schema),
+            Structure::Custom(schema, _) if spath.first().is_some_and(|s| s == "metadata") => {
+                builtin(schema)
+            }
+            Structure::Custom(_, root) => {
+                let node = schema_at(root, spath);
+                match node.and_then(|n| n.get("x-kubernetes-list-type")?.as_str()) {
+                    Some("set") => ListKind::Set,
+                    Some("map") => {
+                        let keys = node.and_then(|n| n.get("x-kubernetes-list-map-keys"));
+                        let keys = keys.and_then(Value::as_array).into_iter().flatten();
+                        let keys: Vec<String> =
+                            keys.filter_map(|k| k.as_str().map(str::to_owned)).collect();
+                        if keys.is_empty() {
+                            ListKind::Atomic
+                        } else {
+                            ListKind::Keyed(keys)
+                        }
+                    }
+                    _ => ListKind::Atomic,
+                }
+            }
+        }
+    }
+
+    /// Whether the map at `spath` is set whole (`x-kubernetes-map-type: atomic`).
+    fn atomic_map(&self, spath: &[String]) -> bool {
+        match self {
+            Structure::Custom(_, root) if !spath.is_empty() && spath[0] != "metadata" => {
+                schema_at(root, spath)
+                    .and_then(|n| n.get("x-kubernetes-map-type")?.as_str())
+                    .is_some_and(|t| t == "atomic")
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The schema node of the field at `spath` (object keys from the root; the items of a list
+/// add no step).
+fn schema_at<'v>(root: &'v Value, spath: &[String]) -> Option<&'v Value> {
+    let mut node = root;
+    for name in spath {
+        while let Some(items) = node.get("items").filter(|i| i.is_object()) {
+            node = items;
+        }
+        node = match node.get("properties").and_then(|p| p.get(name)) {
+            Some(field) => field,
+            None => node.get("additionalProperties").filter(|a| a.is_object())?,
+        };
+    }
+    Some(node)
 }
 
 /// Walks objects knowing where it is for the schema (the object keys from the root).
 pub(crate) struct Walker<'a> {
-    schema: &'a Schema,
+    structure: &'a Structure<'a>,
 }
 
 // === impl Walker ===
 
 impl<'a> Walker<'a> {
-    pub(crate) fn new(schema: &'a Schema) -> Walker<'a> {
-        Walker { schema }
+    pub(crate) fn new(structure: &'a Structure<'a>) -> Walker<'a> {
+        Walker { structure }
     }
 
     /// Every leaf of `obj` (nulls are no fields).
@@ -69,7 +151,9 @@ impl<'a> Walker<'a> {
         out: &mut Vec<Path>,
     ) {
         match value {
-            Value::Object(map) if !map.is_empty() => self.map_fields(map, path, spath, out),
+            Value::Object(map) if !map.is_empty() && !self.structure.atomic_map(spath) => {
+                self.map_fields(map, path, spath, out)
+            }
             Value::Array(items) => match self.list_kind(spath, items) {
                 ListKind::Atomic => out.push(path.clone()),
                 ListKind::Set => {
@@ -77,12 +161,12 @@ impl<'a> Walker<'a> {
                         out.push(with(path, fieldset::value(item)));
                     }
                 }
-                ListKind::Keyed(key) => {
+                ListKind::Keyed(keys) => {
                     for item in items {
                         let Value::Object(fields) = item else {
                             continue;
                         };
-                        path.push(item_key(key, fields));
+                        path.push(item_key(&keys, fields));
                         out.push(path.clone());
                         self.map_fields(fields, path, spath, out);
                         path.pop();
@@ -101,6 +185,9 @@ impl<'a> Walker<'a> {
 
     fn merge_at(&self, live: &mut Value, applied: &Value, spath: &mut Vec<String>) {
         match (live, applied) {
+            (live, Value::Object(_)) if self.structure.atomic_map(spath) => {
+                *live = applied.clone();
+            }
             (Value::Object(live), Value::Object(applied)) => {
                 for (name, value) in applied {
                     if value.is_null() {
@@ -146,9 +233,10 @@ impl<'a> Walker<'a> {
                     }
                 }
             }
-            ListKind::Keyed(key) => {
+            ListKind::Keyed(keys) => {
                 for item in applied {
-                    let found = live.iter_mut().find(|have| have.get(key) == item.get(key));
+                    let same = |have: &Value| keys.iter().all(|k| have.get(k) == item.get(k));
+                    let found = live.iter_mut().find(|have| same(have));
                     match found {
                         Some(have) => self.merge_at(have, item, spath),
                         None => {
@@ -163,9 +251,9 @@ impl<'a> Walker<'a> {
     }
 
     fn list_kind(&self, spath: &[String], items: &[Value]) -> ListKind {
-        match self.schema.list(spath) {
-            ListStrategy::Set if items.iter().all(is_scalar) => ListKind::Set,
-            ListStrategy::MergeKey(key) if keyed_by(items, key) => ListKind::Keyed(key),
+        match self.structure.list(spath) {
+            ListKind::Set if items.iter().all(is_scalar) => ListKind::Set,
+            ListKind::Keyed(keys) if keyed_by(items, &keys) => ListKind::Keyed(keys),
             _ => ListKind::Atomic,
         }
     }
@@ -246,20 +334,25 @@ fn position(items: &[Value], step: &Step) -> Option<usize> {
     }
 }
 
-fn item_key(key: &str, fields: &Map<String, Value>) -> Element {
-    let mut keys = Map::new();
-    if let Some(v) = fields.get(key) {
-        keys.insert(key.to_owned(), v.clone());
+fn item_key(keys: &[String], fields: &Map<String, Value>) -> Element {
+    let mut map = Map::new();
+    for key in keys {
+        if let Some(v) = fields.get(key) {
+            map.insert(key.clone(), v.clone());
+        }
     }
-    fieldset::key(&keys)
+    fieldset::key(&map)
 }
 
-fn keyed_by(items: &[Value], key: &str) -> bool {
+/// Every item carries every key, and no two items the same values.
+fn keyed_by(items: &[Value], keys: &[String]) -> bool {
     let mut seen = HashSet::new();
     items.iter().all(|item| {
-        item.get(key)
-            .filter(|v| !v.is_null())
-            .is_some_and(|v| seen.insert(v.to_string()))
+        let values: Option<Vec<String>> = keys
+            .iter()
+            .map(|k| item.get(k).filter(|v| !v.is_null()).map(Value::to_string))
+            .collect();
+        values.is_some_and(|v| seen.insert(v))
     })
 }
 
