@@ -152,12 +152,29 @@ impl Conv for IntOrString {
     }
 }
 
+/// How deep embedded protobuf objects are decoded (a ControllerRevision's data holds one; a
+/// body nesting envelopes deeper is not a Kubernetes object, and must not exhaust the stack).
+const MAX_EMBEDDED: u32 = 4;
+
+thread_local! {
+    static EMBEDDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 /// Embedded JSON: the raw bytes are the JSON text (an embedded protobuf object, which starts
-/// with the `k8s\0` magic, is decoded to its JSON form).
+/// with the `k8s\0` magic, is decoded to its JSON form, up to [`MAX_EMBEDDED`] deep).
 fn raw_to_json(raw: Option<Vec<u8>>) -> Value {
     match raw {
         None => Value::Null,
-        Some(raw) if raw.starts_with(crate::MAGIC) => crate::decode(&raw).unwrap_or(Value::Null),
+        Some(raw) if raw.starts_with(crate::MAGIC) => {
+            let depth = EMBEDDED.get();
+            if depth >= MAX_EMBEDDED {
+                return Value::Null;
+            }
+            EMBEDDED.set(depth + 1);
+            let decoded = crate::decode(&raw).unwrap_or(Value::Null);
+            EMBEDDED.set(depth);
+            decoded
+        }
         Some(raw) => serde_json::from_slice(&raw).unwrap_or(Value::Null),
     }
 }

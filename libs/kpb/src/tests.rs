@@ -309,3 +309,46 @@ fn a_list_framed_item_by_item_from_stored_text_is_the_same_list() {
     let e = encode_list("example.com/v1", "WidgetList", "Widget", json!({}), []).unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
 }
+
+#[test]
+fn envelopes_nested_without_end_stop_at_a_depth_and_do_not_exhaust_the_stack() {
+    // A ControllerRevision whose data is a ControllerRevision whose data is ... 10,000 deep.
+    let mut body = encode(
+        json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                                 "metadata": {"name": "r"}, "revision": 1}),
+    )
+    .unwrap();
+    for _ in 0..10_000 {
+        let raw = k8s_pb::api::apps::v1::ControllerRevision {
+            data: Some(k8s_pb::apimachinery::pkg::runtime::RawExtension { raw: Some(body) }),
+            revision: Some(1),
+            ..Default::default()
+        };
+        body = envelope("apps/v1", "ControllerRevision", raw.encode_to_vec());
+    }
+    let v = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || decode(&body).map(|v| v["revision"].clone()))
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+    assert_eq!(v.unwrap(), json!(1));
+}
+
+/// Writes the seeds of the `protobuf_body` fuzz target (`cargo test -p kpb -- --ignored`).
+#[test]
+#[ignore]
+fn write_fuzz_seeds() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../kapi/fuzz/seeds/protobuf_body");
+    std::fs::create_dir_all(dir).unwrap();
+    let list = json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {"resourceVersion": "7"},
+        "items": [{"metadata": {"name": "a"}, "data": {"k": "v"}}]});
+    let seeds = [
+        ("pod", encode(pod()).unwrap()),
+        ("configmaplist", encode(list).unwrap()),
+        ("watch", watch_frame("ADDED", pod()).unwrap()),
+    ];
+    for (name, bytes) in seeds {
+        std::fs::write(format!("{dir}/{name}"), bytes).unwrap();
+    }
+}

@@ -15,6 +15,7 @@ use std::time::Duration;
 use apimachinery::{ApiError, ResourceInfo};
 use axum::http::StatusCode;
 use axum::response::Response;
+use bytes::Bytes;
 use objstore::{ListOptions, ObjKey, Store};
 use tokio::time::Instant;
 
@@ -25,6 +26,21 @@ use super::query::{Params, ReadParams, Start};
 use super::render::{self, Page};
 use super::select;
 use super::token::ContinueToken;
+
+/// Renders in `output`; a protobuf answer that cannot be made (a stored object its type does
+/// not read) is made in JSON, which clients decode by the response's content type.
+fn with_json_fallback(
+    output: Output,
+    render: impl Fn(Output) -> Result<Bytes, ApiError>,
+) -> Result<(Output, Bytes), ApiError> {
+    match render(output) {
+        Err(e) if output == Output::Protobuf => {
+            tracing::warn!(error = %e.message, "answering in JSON: no protobuf form");
+            Ok((Output::Json, render(Output::Json)?))
+        }
+        rendered => Ok((output, rendered?)),
+    }
+}
 
 /// GET of one object (or of a subresource that reads as its parent, like `status`).
 pub(crate) async fn get(
@@ -50,7 +66,8 @@ pub(crate) async fn get(
         .await
         .map_err(from_store)?
         .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
-    let body = render::single(info, output, read.include_object, &obj, None)?;
+    let single = |output| render::single(info, output, read.include_object, &obj, None);
+    let (output, body) = with_json_fallback(output, single)?;
     Ok(render::bytes_response(
         StatusCode::OK,
         output.media_type(),
@@ -99,7 +116,8 @@ pub(crate) async fn list(
         resource_version,
         continue_token,
     };
-    let body = render::list(info, output, read.include_object, &page)?;
+    let list = |output| render::list(info, output, read.include_object, &page);
+    let (output, body) = with_json_fallback(output, list)?;
     Ok(render::bytes_response(
         StatusCode::OK,
         output.media_type(),

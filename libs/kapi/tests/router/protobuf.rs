@@ -176,3 +176,19 @@ async fn kinds_without_a_protobuf_form_answer_in_json_or_refuse_clearly() {
         "{status}"
     );
 }
+
+#[tokio::test]
+async fn an_object_its_type_cannot_read_is_answered_in_json() {
+    let h = harness();
+    // Stored as it is (the test backend validates nothing): no k8s-openapi Pod reads it.
+    let mut odd = pod("a", "odd", "n1");
+    odd["spec"]["containers"] = json!("not a list");
+    h.put("pods", odd).await;
+    let got = h.get_with("/api/v1/namespaces/a/pods/odd", PB_THEN_JSON).await;
+    assert_eq!(got.status.as_u16(), 200);
+    assert_eq!(got.content_type(), "application/json");
+    assert_eq!(got.json()["spec"]["containers"], "not a list");
+    let list = h.get_with("/api/v1/namespaces/a/pods", PB_THEN_JSON).await;
+    assert_eq!(list.status.as_u16(), 200);
+    assert_eq!(list.content_type(), "application/json");
+}
