@@ -73,23 +73,18 @@ pub(crate) fn object_value(
         tracing::error!(key = %obj.key, error = %e, "stored object is not JSON");
         ApiError::internal(format!("stored object {} is not valid JSON", obj.key))
     })?;
-    let Some(map) = value.as_object_mut() else {
+    if !value.is_object() {
         return Err(ApiError::internal(format!(
             "stored object {} is not a JSON object",
             obj.key
         )));
-    };
-    map.insert("kind".to_owned(), Value::String(info.kind.clone()));
+    }
     if apimachinery::convert::storage_version(&info.group, &info.kind).is_some() {
         // Stored in either version: shown in the one asked for.
         apimachinery::convert::to_version(&info.group, &info.version, &mut value);
     }
-    let Some(map) = value.as_object_mut() else {
-        return Err(ApiError::internal(format!(
-            "stored object {} is not a JSON object",
-            obj.key
-        )));
-    };
+    let map = value.as_object_mut().expect("checked to be an object");
+    map.insert("kind".to_owned(), Value::String(info.kind.clone()));
     map.insert("apiVersion".to_owned(), Value::String(info.api_version()));
     if let Some(rv) = resource_version {
         let meta = map

@@ -184,7 +184,9 @@ async fn an_object_its_type_cannot_read_is_answered_in_json() {
     let mut odd = pod("a", "odd", "n1");
     odd["spec"]["containers"] = json!("not a list");
     h.put("pods", odd).await;
-    let got = h.get_with("/api/v1/namespaces/a/pods/odd", PB_THEN_JSON).await;
+    let got = h
+        .get_with("/api/v1/namespaces/a/pods/odd", PB_THEN_JSON)
+        .await;
     assert_eq!(got.status.as_u16(), 200);
     assert_eq!(got.content_type(), "application/json");
     assert_eq!(got.json()["spec"]["containers"], "not a list");
