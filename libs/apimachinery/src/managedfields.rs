@@ -18,10 +18,11 @@
 //!
 //! A custom resource's lists and maps follow its schema (`x-kubernetes-list-type` `map` with
 //! its `x-kubernetes-list-map-keys`, `set`, `atomic`; `x-kubernetes-map-type: atomic`).
-//! Known differences from kube-apiserver: the built-in kinds' list keys are their strategic
-//! merge keys (one field: container ports by `containerPort`, not `containerPort` and
-//! `protocol`), and their atomic structs (a `selector`) are merged field by field;
-//! `managedFields` sent in a body are ignored (the server's are kept).
+//! The built-in kinds' lists are keyed by their strategic merge keys, ports also by protocol
+//! (TCP when absent) and topology spread constraints by `whenUnsatisfiable`, as kube's list-map
+//! keys are; workloads' and Services' selectors and pods' node selectors are atomic. Known
+//! differences from kube-apiserver: other atomic structs of the built-in kinds merge field by
+//! field; `managedFields` sent in a body are ignored (the server's are kept).
 
 mod fieldset;
 mod walk;

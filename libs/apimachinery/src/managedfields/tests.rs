@@ -325,3 +325,55 @@ fn a_custom_resource_merges_by_its_schemas_list_keys_sets_and_atomic_maps() {
     let taken = apply(&info, MAIN, &live, &third, &who("bob"), true, NOW).unwrap();
     assert_eq!(taken["spec"]["limits"], json!({"cpu": 1}), "replaced whole");
 }
+
+#[test]
+fn container_ports_are_keyed_by_port_and_protocol_tcp_by_default() {
+    let with_ports = |ports: Value| {
+        let mut d = deployment(1, "nginx");
+        d["spec"]["template"]["spec"]["containers"][0]["ports"] = ports;
+        d
+    };
+    let alice = with_ports(json!([{"containerPort": 53}]));
+    let live = apply_as(&json!({}), &alice, "alice", false).unwrap();
+    let entry = entry(&live, "alice", "Apply").unwrap();
+    let ports = &entry["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"][r#"k:{"name":"c"}"#]
+        ["f:ports"];
+    assert!(
+        ports
+            .as_object()
+            .unwrap()
+            .contains_key(r#"k:{"containerPort":53,"protocol":"TCP"}"#),
+        "{entry}"
+    );
+    // The same port in UDP is another item, not a conflict over alice's.
+    let bob = with_ports(json!([{"containerPort": 53, "protocol": "UDP"}]));
+    let live = apply_as(&live, &bob, "bob", false).unwrap();
+    let ports = &live["spec"]["template"]["spec"]["containers"][0]["ports"];
+    assert_eq!(
+        ports,
+        &json!([{"containerPort": 53}, {"containerPort": 53, "protocol": "UDP"}])
+    );
+}
+
+#[test]
+fn a_workloads_selector_is_one_field() {
+    let mut alice = deployment(1, "nginx");
+    alice["spec"]["selector"] = json!({"matchLabels": {"app": "web", "tier": "front"}});
+    let live = apply_as(&json!({}), &alice, "alice", false).unwrap();
+    let entry = entry(&live, "alice", "Apply").unwrap();
+    assert_eq!(
+        entry["fieldsV1"]["f:spec"]["f:selector"],
+        json!({}),
+        "{entry}"
+    );
+    // Another selector from bob conflicts as a whole, and forced replaces it whole.
+    let mut bob = deployment(1, "nginx");
+    bob["spec"]["selector"] = json!({"matchLabels": {"app": "web"}});
+    let conflicts = apply_as(&live, &bob, "bob", false).unwrap_err();
+    assert_eq!(conflicts.len(), 1);
+    let live = apply_as(&live, &bob, "bob", true).unwrap();
+    assert_eq!(
+        live["spec"]["selector"],
+        json!({"matchLabels": {"app": "web"}})
+    );
+}

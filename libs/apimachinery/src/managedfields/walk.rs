@@ -22,7 +22,47 @@ use crate::patch::schema::{ListStrategy, Schema};
 enum ListKind {
     Atomic,
     Set,
-    Keyed(Vec<String>),
+    Keyed(Vec<Key>),
+}
+
+/// One key field of a keyed list, and the value an item without it has (the schema's
+/// default, as structured merge fills it: a container port without `protocol` is `TCP`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Key {
+    name: String,
+    default: Option<Value>,
+}
+
+impl Key {
+    fn new(name: &str) -> Key {
+        Key {
+            name: name.to_owned(),
+            default: None,
+        }
+    }
+
+    fn of<'v>(&'v self, item: &'v Value) -> Option<&'v Value> {
+        self.pick(item.get(&self.name))
+    }
+
+    fn pick<'v>(&'v self, value: Option<&'v Value>) -> Option<&'v Value> {
+        value.filter(|v| !v.is_null()).or(self.default.as_ref())
+    }
+}
+
+/// The keys of a built-in list from its strategic merge key: kube's list-map keys add the
+/// protocol to ports (`+listMapKey=containerPort +listMapKey=protocol`, TCP by default) and
+/// `whenUnsatisfiable` to topology spread constraints.
+fn builtin_keys(merge_key: &str) -> Vec<Key> {
+    let protocol = Key {
+        name: "protocol".to_owned(),
+        default: Some(Value::String("TCP".to_owned())),
+    };
+    match merge_key {
+        "containerPort" | "port" => vec![Key::new(merge_key), protocol],
+        "topologyKey" => vec![Key::new(merge_key), Key::new("whenUnsatisfiable")],
+        _ => vec![Key::new(merge_key)],
+    }
 }
 
 /// Where a kind's list and map types come from.
@@ -46,7 +86,7 @@ impl<'a> Structure<'a> {
         let builtin = |schema: &Schema| match schema.list(spath) {
             ListStrategy::Atomic => ListKind::Atomic,
             ListStrategy::Set => ListKind::Set,
-            ListStrategy::MergeKey(key) => ListKind::Keyed(vec![key.to_owned()]),
+            ListStrategy::MergeKey(key) => ListKind::Keyed(builtin_keys(key)),
         };
         match self {
             Structure::Builtin(schema) => builtin(schema),
@@ -58,10 +98,18 @@ impl<'a> Structure<'a> {
                 match node.and_then(|n| n.get("x-kubernetes-list-type")?.as_str()) {
                     Some("set") => ListKind::Set,
                     Some("map") => {
-                        let keys = node.and_then(|n| n.get("x-kubernetes-list-map-keys"));
-                        let keys = keys.and_then(Value::as_array).into_iter().flatten();
-                        let keys: Vec<String> =
-                            keys.filter_map(|k| k.as_str().map(str::to_owned)).collect();
+                        let names = node.and_then(|n| n.get("x-kubernetes-list-map-keys"));
+                        let names = names.and_then(Value::as_array).into_iter().flatten();
+                        let item = node.and_then(|n| n.get("items"));
+                        let keys: Vec<Key> = names
+                            .filter_map(Value::as_str)
+                            .map(|name| Key {
+                                name: name.to_owned(),
+                                default: item
+                                    .and_then(|i| i.get("properties")?.get(name)?.get("default"))
+                                    .cloned(),
+                            })
+                            .collect();
                         if keys.is_empty() {
                             ListKind::Atomic
                         } else {
@@ -74,9 +122,11 @@ impl<'a> Structure<'a> {
         }
     }
 
-    /// Whether the map at `spath` is set whole (`x-kubernetes-map-type: atomic`).
+    /// Whether the map at `spath` is set whole (`x-kubernetes-map-type: atomic`, or a
+    /// built-in kind's atomic selector).
     fn atomic_map(&self, spath: &[String]) -> bool {
         match self {
+            Structure::Builtin(schema) => schema.atomic_map(spath),
             Structure::Custom(_, root) if !spath.is_empty() && spath[0] != "metadata" => {
                 schema_at(root, spath)
                     .and_then(|n| n.get("x-kubernetes-map-type")?.as_str())
@@ -235,7 +285,7 @@ impl<'a> Walker<'a> {
             }
             ListKind::Keyed(keys) => {
                 for item in applied {
-                    let same = |have: &Value| keys.iter().all(|k| have.get(k) == item.get(k));
+                    let same = |have: &Value| keys.iter().all(|k| k.of(have) == k.of(item));
                     let found = live.iter_mut().find(|have| same(have));
                     match found {
                         Some(have) => self.merge_at(have, item, spath),
@@ -334,23 +384,23 @@ fn position(items: &[Value], step: &Step) -> Option<usize> {
     }
 }
 
-fn item_key(keys: &[String], fields: &Map<String, Value>) -> Element {
+fn item_key(keys: &[Key], fields: &Map<String, Value>) -> Element {
     let mut map = Map::new();
     for key in keys {
-        if let Some(v) = fields.get(key) {
-            map.insert(key.clone(), v.clone());
+        if let Some(v) = key.pick(fields.get(&key.name)) {
+            map.insert(key.name.clone(), v.clone());
         }
     }
     fieldset::key(&map)
 }
 
-/// Every item carries every key, and no two items the same values.
-fn keyed_by(items: &[Value], keys: &[String]) -> bool {
+/// Every item carries every key (or its default), and no two items the same values.
+fn keyed_by(items: &[Value], keys: &[Key]) -> bool {
     let mut seen = HashSet::new();
     items.iter().all(|item| {
         let values: Option<Vec<String>> = keys
             .iter()
-            .map(|k| item.get(k).filter(|v| !v.is_null()).map(Value::to_string))
+            .map(|k| k.of(item).map(Value::to_string))
             .collect();
         values.is_some_and(|v| seen.insert(v))
     })

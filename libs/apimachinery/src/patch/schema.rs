@@ -86,6 +86,26 @@ impl Schema {
     }
 }
 
+impl Schema {
+    /// Whether the map or struct at `path` is set whole by server-side apply (`+mapType=atomic`,
+    /// `+structType=atomic`): a workload's label selector, a pod's node selector, a
+    /// Service's selector.
+    pub(crate) fn atomic_map(&self, path: &[String]) -> bool {
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        match self.kind {
+            Kind::Pod => path == ["spec", "nodeSelector"],
+            Kind::Service => path == ["spec", "selector"],
+            Kind::Template(prefix) => {
+                path == ["spec", "selector"]
+                    || path
+                        .strip_prefix(prefix)
+                        .is_some_and(|rest| rest == ["spec", "nodeSelector"])
+            }
+            _ => false,
+        }
+    }
+}
+
 fn object_meta(path: &[&str]) -> ListStrategy {
     match path {
         ["ownerReferences"] => ListStrategy::MergeKey("uid"),
