@@ -709,3 +709,65 @@ async fn a_user_who_may_write_roles_and_bindings_grants_only_what_it_holds() {
     assert_eq!(code_of(secrets.get("any").await), 403);
     cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletecollection_is_its_own_verb() {
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let admin = cloud.kube().await;
+    let (bot, _) = team_bot(&cloud, &["team"]).await;
+    let pp = PostParams::default();
+    let admin_cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "team");
+    for name in ["a", "b"] {
+        admin_cms.create(&pp, &configmap(name)).await.unwrap();
+    }
+    let grant = |verbs: Value| {
+        let admin = admin.clone();
+        async move {
+            let role: Role = obj(json!({"metadata": {"name": "cm"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]}));
+            let roles: Api<Role> = Api::namespaced(admin.clone(), "team");
+            let _ = roles.delete("cm", &DeleteParams::default()).await;
+            roles.create(&PostParams::default(), &role).await.unwrap();
+        }
+    };
+    let binding: RoleBinding = obj(json!({
+        "metadata": {"name": "bot-cm"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": "team"}],
+    }));
+    Api::<RoleBinding>::namespaced(admin.clone(), "team")
+        .create(&pp, &binding)
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(bot.clone(), "team");
+
+    // `delete` of each object is not `deletecollection`.
+    grant(json!(["list", "delete"])).await;
+    let refused = refusal(
+        cms.delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(refused.code, 403);
+    assert!(
+        refused
+            .message
+            .contains("cannot deletecollection resource \"configmaps\""),
+        "{}",
+        refused.message
+    );
+    // `deletecollection` alone deletes the collection.
+    grant(json!(["list", "deletecollection"])).await;
+    cms.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    // (kube-root-ca.crt is published again at once.)
+    let left = admin_cms.list(&ListParams::default()).await.unwrap();
+    let names: Vec<_> = left
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    assert!(!names.contains(&"a") && !names.contains(&"b"), "{names:?}");
+    cloud.stop().await;
+}

@@ -46,6 +46,9 @@ pub struct WriteRequest<'a> {
     pub dry_run: bool,
     /// Whose fields the write sets (`metadata.managedFields`).
     pub owner: FieldOwner<'a>,
+    /// One delete of a `deletecollection`: authorized as `deletecollection` of the collection
+    /// (as kube-apiserver authorizes it), not as `delete` of the object.
+    pub collection: bool,
 }
 
 /// The field manager of a write (`?fieldManager=`, else the User-Agent's program name) and

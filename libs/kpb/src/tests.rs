@@ -339,7 +339,10 @@ fn envelopes_nested_without_end_stop_at_a_depth_and_do_not_exhaust_the_stack() {
 #[test]
 #[ignore]
 fn write_fuzz_seeds() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../kapi/fuzz/seeds/protobuf_body");
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../kapi/fuzz/seeds/protobuf_body"
+    );
     std::fs::create_dir_all(dir).unwrap();
     let list = json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {"resourceVersion": "7"},
         "items": [{"metadata": {"name": "a"}, "data": {"k": "v"}}]});

@@ -317,7 +317,17 @@ impl Backend for NodeRestriction {
         req: &WriteRequest<'_>,
         opts: DeleteOptions,
     ) -> Result<(u16, Value), ApiError> {
-        self.check(req, req, "delete", None).await?;
+        if req.collection {
+            // A deletecollection is allowed or not for the collection as a whole.
+            let collection = WriteRequest {
+                name: "",
+                ..req.clone()
+            };
+            self.check(&collection, req, "deletecollection", None)
+                .await?;
+        } else {
+            self.check(req, req, "delete", None).await?;
+        }
         self.inner.delete(req, opts).await
     }
 }

@@ -332,6 +332,7 @@ async fn ensure_kubernetes_service(
         user: &admin,
         dry_run: false,
         owner: Default::default(),
+        collection: false,
     };
     let service = serde_json::json!({
         "apiVersion": "v1", "kind": "Service",

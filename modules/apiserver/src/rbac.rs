@@ -7,8 +7,9 @@
 //! whoever writes roles and bindings from granting more than it holds, and [`reviews`] answers
 //! the review APIs (`kubectl auth can-i`, `kubectl auth whoami`).
 //!
-//! A `deletecollection` reaches the backend as one `delete` per object, so it is authorized
-//! as `delete` of each.
+//! A `deletecollection` reaches the backend as one delete per object, each marked as part of
+//! it and authorized as `deletecollection` of the collection, as kube-apiserver authorizes the
+//! one request.
 
 pub(crate) mod aggregation;
 pub(crate) mod bootstrap;

@@ -112,6 +112,7 @@ async fn write(
         user: &publisher,
         dry_run: false,
         owner: Default::default(),
+        collection: false,
     };
     match replace {
         true => api.backend.update(&req, obj).await.map(drop),

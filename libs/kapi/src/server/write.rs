@@ -164,6 +164,7 @@ impl Write<'_> {
             let req = self.request(&obj.key.name, dry_run);
             let req = WriteRequest {
                 namespace: &obj.key.namespace,
+                collection: true,
                 ..req
             };
             match self.api.backend.delete(&req, opts.clone()).await {
@@ -195,6 +196,7 @@ impl Write<'_> {
             user: self.user,
             dry_run,
             owner: manager::owner(self.params, self.headers),
+            collection: false,
         }
     }
 

@@ -96,6 +96,7 @@ pub(crate) async fn settle(api: &Api) -> Result<(), ApiError> {
             user: &user,
             dry_run: false,
             owner: Default::default(),
+            collection: false,
         };
         match api.backend.update(&req, role).await {
             Ok(_) => tracing::debug!(name, "aggregated a cluster role"),

@@ -62,6 +62,7 @@ async fn reconcile_one(
         user: &user,
         dry_run: false,
         owner: Default::default(),
+        collection: false,
     };
     match action {
         Reconcile::Unchanged => return Ok(()),

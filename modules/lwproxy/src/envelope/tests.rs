@@ -38,6 +38,7 @@ fn forwarded(change: &Change, subresource: Option<&str>) -> ForwardedWrite {
         user: &user,
         dry_run: false,
         owner: Default::default(),
+        collection: false,
     };
     envelope(&req, change)
 }
@@ -155,6 +156,7 @@ fn preconditions_in_patches_and_delete_options_are_translated() {
         user: &user,
         dry_run: false,
         owner: Default::default(),
+        collection: false,
     };
     let e = stale.conflict(&req, &delete, &held());
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));

@@ -31,6 +31,7 @@ fn request<'a>(
         user,
         dry_run: false,
         owner: Default::default(),
+        collection: false,
     }
 }
 

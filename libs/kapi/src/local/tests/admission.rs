@@ -278,6 +278,7 @@ fn request<'a>(info: &'a ResourceInfo, user: &'a User) -> WriteRequest<'a> {
         user,
         dry_run: false,
         owner: Default::default(),
+        collection: false,
     }
 }
 

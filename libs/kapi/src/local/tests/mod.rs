@@ -124,6 +124,7 @@ impl<'a> Call<'a> {
             user: &self.fx.user,
             dry_run: self.dry_run,
             owner: Default::default(),
+            collection: false,
         }
     }
 
