@@ -517,6 +517,31 @@ pub fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> std::process::Out
         .expect("kubectl runs")
 }
 
+/// kubectl with `kubeconfig` and `stdin` fed to it (`-f -`).
+pub fn kubectl_stdin(
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    stdin: &str,
+) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let mut input = child.stdin.take().expect("piped stdin");
+    input
+        .write_all(stdin.as_bytes())
+        .expect("kubectl reads stdin");
+    drop(input);
+    child.wait_with_output().expect("kubectl finishes")
+}
+
 /// Runs kubectl, expects success, returns stdout.
 pub fn kubectl_ok(kubeconfig: &std::path::Path, args: &[&str]) -> String {
     let out = kubectl(kubeconfig, args);

@@ -13,23 +13,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// Runs kubectl with `stdin` as the manifest (`-f -`).
 fn apply_stdin(kubeconfig: &Path, verb: &str, manifest: &str) -> Output {
-    use std::io::Write;
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args([verb, "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    e2e::kubectl_stdin(kubeconfig, &[verb, "-f", "-"], manifest)
 }
 
 fn success(out: &Output) -> String {

@@ -4,10 +4,9 @@
 //! driven by the `kube` crate and by kubectl.
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use e2e::controller::Desired;
 use e2e::{Cloud, Pki, Ports, cloud, cloud_with};
@@ -28,21 +27,7 @@ fn kubectl_present() -> bool {
 
 /// Runs kubectl with `stdin` fed to it.
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    let mut input = child.stdin.take().expect("piped stdin");
-    input
-        .write_all(stdin.as_bytes())
-        .expect("kubectl reads stdin");
-    drop(input);
-    child.wait_with_output().expect("kubectl finishes")
+    e2e::kubectl_stdin(kubeconfig, args, stdin)
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -4,9 +4,8 @@
 //! through the `kube` crate (`Patch::Apply`), with the `status` and `scale` subresources,
 //! `dryRun` and the `Update` entries other writes leave.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use e2e::{Pki, Ports, k8s_cloud};
@@ -46,21 +45,10 @@ metadata:
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl starts");
-    let mut input = child.stdin.take().unwrap();
-    if let Some(s) = stdin {
-        input.write_all(s.as_bytes()).unwrap();
+    match stdin {
+        Some(input) => e2e::kubectl_stdin(kubeconfig, args, input),
+        None => e2e::kubectl(kubeconfig, args),
     }
-    drop(input);
-    child.wait_with_output().unwrap()
 }
 
 fn ok(out: Output, what: &str) -> String {

@@ -4,9 +4,7 @@
 //! subresource, `kubectl certificate approve`, `kubectl logs` answered without a tunnel, the
 //! health endpoints and `/version`.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use e2e::controller::Desired;
@@ -103,19 +101,11 @@ fn has_kubectl() -> bool {
 }
 
 fn apply(kubeconfig: &Path, manifest: &str) -> String {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["apply", "--validate=false", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(manifest.as_bytes()).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
+    let out = e2e::kubectl_stdin(
+        kubeconfig,
+        &["apply", "--validate=false", "-f", "-"],
+        manifest,
+    );
     assert!(
         out.status.success(),
         "kubectl apply failed: {}\n{}",
