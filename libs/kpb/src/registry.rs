@@ -19,9 +19,11 @@ pub(crate) struct Entry {
     pub decode: fn(&[u8]) -> Result<Value, Error>,
 }
 
-/// An object's JSON form: a tree, or text (a stored object, read straight into its type).
+/// An object's JSON form: a tree (owned or borrowed), or text (a stored object, read
+/// straight into its type).
 pub enum Json<'a> {
     Value(Value),
+    Ref(&'a Value),
     Text(&'a [u8]),
 }
 
@@ -32,6 +34,7 @@ where
 {
     let typed: T = match json {
         Json::Value(v) => serde_json::from_value(v),
+        Json::Ref(v) => T::deserialize(v),
         Json::Text(t) => serde_json::from_slice(t),
     }
     .map_err(|source| {

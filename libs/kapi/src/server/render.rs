@@ -109,11 +109,32 @@ pub(crate) fn list(
         Output::Json => json_list(info, page, &meta),
         Output::Protobuf => {
             let api_version = info.api_version();
-            let items = page.items.iter().map(|o| stored_json(info, o));
-            let items = items.collect::<Result<Vec<_>, _>>()?;
-            kpb::encode_list(&api_version, &info.list_kind, &info.kind, meta, items)
-                .map(Bytes::from)
-                .map_err(|e| ApiError::internal(format!("{}: {e}", info.list_kind)))
+            let encode = |items: Vec<kpb::Json<'_>>| {
+                kpb::encode_list(
+                    &api_version,
+                    &info.list_kind,
+                    &info.kind,
+                    meta.clone(),
+                    items,
+                )
+            };
+            // Each stored text read straight into its type; a list holding one its type
+            // refuses (another version's, to convert) is made again from the fixed-up trees.
+            let texts = page
+                .items
+                .iter()
+                .map(|o| kpb::Json::Text(&o.value))
+                .collect();
+            match encode(texts) {
+                Ok(body) => Ok(Bytes::from(body)),
+                Err(_) => {
+                    let values = page.items.iter().map(|o| object_value(info, o, None));
+                    let values = values.map(|v| v.map(kpb::Json::Value));
+                    encode(values.collect::<Result<_, _>>()?)
+                        .map(Bytes::from)
+                        .map_err(|e| ApiError::internal(format!("{}: {e}", info.list_kind)))
+                }
+            }
         }
         Output::Table => {
             let objects = values(info, page.items)?;
@@ -148,7 +169,8 @@ pub(crate) fn single(
     match output {
         Output::Json => object_json(info, obj, resource_version),
         Output::Protobuf if resource_version.is_none() => {
-            let encoded = kpb::encode_as(&info.api_version(), &info.kind, stored_json(info, obj)?);
+            let encoded =
+                kpb::encode_as(&info.api_version(), &info.kind, kpb::Json::Text(&obj.value));
             encoded
                 .map(Bytes::from)
                 .or_else(|_| protobuf(object_value(info, obj, None)?))
@@ -178,21 +200,16 @@ pub(crate) fn protobuf(value: Value) -> Result<Bytes, ApiError> {
     })
 }
 
-/// A stored object's JSON for the protobuf encoder: its text, read straight into its type,
-/// when it already names the served kind and version (else the fixed-up tree).
-fn stored_json<'a>(info: &ResourceInfo, obj: &'a StoredObject) -> Result<kpb::Json<'a>, ApiError> {
-    if is_right(info, &obj.value, None) {
-        Ok(kpb::Json::Text(&obj.value))
-    } else {
-        object_value(info, obj, None).map(kpb::Json::Value)
-    }
-}
-
 /// A body in the negotiated form: protobuf when asked for and the kind has one (a `Status`
 /// and the built-in kinds), JSON otherwise (clients decode by the response's type).
 pub(crate) fn value_response(output: Output, code: StatusCode, value: &Value) -> Response {
+    let type_of = |k: &str| value.get(k).and_then(Value::as_str).unwrap_or("");
     if output == Output::Protobuf
-        && let Ok(body) = kpb::encode(value.clone())
+        && let Ok(body) = kpb::encode_as(
+            type_of("apiVersion"),
+            type_of("kind"),
+            kpb::Json::Ref(value),
+        )
     {
         return bytes_response(code, kpb::MEDIA_TYPE, Bytes::from(body));
     }

@@ -200,4 +200,19 @@ async fn an_autoscaler_reads_and_writes_as_v1_and_v2_alike() {
     );
     assert_eq!(metrics[1]["resource"]["name"], "memory", "{new}");
     assert!(new["metadata"].get("annotations").is_none(), "{new}");
+
+    // In protobuf too: the v1 list and get of an object stored as v2 are converted.
+    let pb = "application/vnd.kubernetes.protobuf";
+    h.call(Method::PUT, &format!("{v2}/web"), "application/json", new)
+        .await;
+    let list = h.get_with(v1, pb).await;
+    assert_eq!(list.content_type(), pb);
+    let list = kpb::decode(&list.body).unwrap();
+    assert_eq!(
+        list["items"][0]["spec"]["targetCPUUtilizationPercentage"], 60,
+        "{list}"
+    );
+    let one = kpb::decode(&h.get_with(&format!("{v1}/web"), pb).await.body).unwrap();
+    assert_eq!(one["apiVersion"], "autoscaling/v1");
+    assert_eq!(one["spec"]["targetCPUUtilizationPercentage"], 60, "{one}");
 }
