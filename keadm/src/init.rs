@@ -115,7 +115,7 @@ pub fn run(args: &InitArgs) -> anyhow::Result<()> {
 pub fn cloudcore_yaml(args: &InitArgs, paths: &CloudPaths) -> anyhow::Result<String> {
     let (c, d) = (&args.dirs.config_dir, &args.dirs.data_dir);
     let s = |p: PathBuf| p.display().to_string();
-    let mut tree = yaml::from_json(serde_json::json!({
+    let tree = yaml::from_json(serde_json::json!({
         "apiVersion": cloudcore::API_VERSION,
         "kind": cloudcore::KIND,
         "kubeAPIConfig": { "kubeConfig": args.kube_config.clone().map(s).unwrap_or_default() },
@@ -139,14 +139,13 @@ pub fn cloudcore_yaml(args: &InitArgs, paths: &CloudPaths) -> anyhow::Result<Str
             },
         },
     }));
-    yaml::apply_sets(&mut tree, &args.sets)?;
-    let text = yaml::render(
+    yaml::config_file::<cloudcore::Config>(
+        tree,
+        &args.sets,
         "cloudcore configuration, written by keadm init; every option: cloudcore --defaultconfig",
-        &tree,
-    );
-    daemon::parse_yaml::<cloudcore::Config>(&paths.config, &text)
-        .map_err(|e| anyhow::anyhow!("the cloudcore.yaml these flags make is invalid: {e}"))?;
-    Ok(text)
+        &paths.config,
+        "cloudcore.yaml",
+    )
 }
 
 fn next_steps(paths: &CloudPaths, args: &InitArgs) {

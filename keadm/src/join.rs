@@ -228,7 +228,7 @@ pub fn edgecore_yaml(
         let (k, v) = label.split_once('=').unwrap_or((label.as_str(), ""));
         labels.insert(k.to_string(), serde_json::Value::String(v.to_string()));
     }
-    let mut tree = yaml::from_json(serde_json::json!({
+    let tree = yaml::from_json(serde_json::json!({
         "apiVersion": edgecore::API_VERSION,
         "kind": edgecore::KIND,
         "database": { "dataSource": s(&paths.database) },
@@ -258,14 +258,13 @@ pub fn edgecore_yaml(
             },
         },
     }));
-    yaml::apply_sets(&mut tree, &args.sets)?;
-    let text = yaml::render(
+    yaml::config_file::<edgecore::Config>(
+        tree,
+        &args.sets,
         "edgecore configuration, written by keadm join; every option: edgecore --defaultconfig",
-        &tree,
-    );
-    daemon::parse_yaml::<edgecore::Config>(&paths.config, &text)
-        .map_err(|e| anyhow::anyhow!("the edgecore.yaml these flags make is invalid: {e}"))?;
-    Ok(text)
+        &paths.config,
+        "edgecore.yaml",
+    )
 }
 
 /// Starts edgecore as the flags say.

@@ -44,6 +44,22 @@ pub fn from_json(json: serde_json::Value) -> Value {
 }
 
 /// The file text, with a header line.
+/// A daemon's config file: `tree` with the `--set`s applied, rendered under `header`, and
+/// checked by the daemon's own parser for `C` (an error names `file`, the file it would be).
+pub fn config_file<C: serde::de::DeserializeOwned>(
+    mut tree: Value,
+    sets: &[String],
+    header: &str,
+    path: &std::path::Path,
+    file: &str,
+) -> anyhow::Result<String> {
+    apply_sets(&mut tree, sets)?;
+    let text = render(header, &tree);
+    daemon::parse_yaml::<C>(path, &text)
+        .map_err(|e| anyhow::anyhow!("the {file} these flags make is invalid: {e}"))?;
+    Ok(text)
+}
+
 pub fn render(header: &str, tree: &Value) -> String {
     let body = serde_yaml_ng::to_string(tree).expect("a YAML tree serializes");
     format!("# {header}\n{body}")
