@@ -11,9 +11,10 @@ const BEHAVIOR: &str = "autoscaling.alpha.kubernetes.io/behavior";
 const CONDITIONS: &str = "autoscaling.alpha.kubernetes.io/conditions";
 const CURRENT_METRICS: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
 
-/// The version objects of `group`/`kind` are stored in, when it is not the one served.
-pub fn storage_version(group: &str, kind: &str) -> Option<&'static str> {
-    (group == "autoscaling" && kind == "HorizontalPodAutoscaler").then_some("v2")
+/// Whether objects of `group`/`kind` differ between the versions served (and so are
+/// converted to the one a request names).
+pub fn has_versions(group: &str, kind: &str) -> bool {
+    group == "autoscaling" && kind == "HorizontalPodAutoscaler"
 }
 
 /// Converts `obj` (whatever version its `apiVersion` names) to `group/version`, setting

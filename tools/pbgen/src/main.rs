@@ -397,12 +397,11 @@ fn inner_name(ty: &syn::Type) -> Option<String> {
 fn field_exprs(
     module: &str,
     ident: &str,
-    from_src: &str,
+    src: &str,
     shape: &Shape,
     label: Label,
 ) -> Result<(String, String), String> {
     let keep_zero = POINTERS.contains(&ident);
-    let pb_ident = from_src;
     let opt = if keep_zero {
         "map(from_pb)"
     } else {
@@ -411,54 +410,50 @@ fn field_exprs(
     let (to, from) = match (shape, label) {
         (Shape::Leaf(_), Label::Optional { boxed: false }) => (
             format!("Some(to_pb(v.{ident}))"),
-            format!("from_pb({pb_ident}.unwrap_or_default())"),
+            format!("from_pb({src}.unwrap_or_default())"),
         ),
         (Shape::Leaf(_), Label::Optional { boxed: true }) => (
             format!("Some(Box::new(to_pb(v.{ident})))"),
-            format!("from_pb(*{pb_ident}.unwrap_or_default())"),
+            format!("from_pb(*{src}.unwrap_or_default())"),
         ),
         (Shape::Boxed(_), Label::Optional { boxed: true }) => (
             format!("Some(Box::new(to_pb(*v.{ident})))"),
-            format!("Box::new(from_pb(*{pb_ident}.unwrap_or_default()))"),
+            format!("Box::new(from_pb(*{src}.unwrap_or_default()))"),
         ),
         (Shape::Opt(s), Label::Optional { boxed }) => match (s.as_ref(), boxed) {
-            (Shape::Leaf(_), false) => {
-                (format!("v.{ident}.map(to_pb)"), format!("{pb_ident}.{opt}"))
-            }
+            (Shape::Leaf(_), false) => (format!("v.{ident}.map(to_pb)"), format!("{src}.{opt}")),
             (Shape::Leaf(_), true) => (
                 format!("v.{ident}.map(|e| Box::new(to_pb(e)))"),
-                format!("{pb_ident}.map(|e| from_pb(*e))"),
+                format!("{src}.map(|e| from_pb(*e))"),
             ),
             (Shape::Boxed(_), true) => (
                 format!("v.{ident}.map(|e| Box::new(to_pb(*e)))"),
-                format!("{pb_ident}.map(|e| Box::new(from_pb(*e)))"),
+                format!("{src}.map(|e| Box::new(from_pb(*e)))"),
             ),
             (Shape::Boxed(_), false) => (
                 format!("v.{ident}.map(|e| to_pb(*e))"),
-                format!("{pb_ident}.map(|e| Box::new(from_pb(e)))"),
+                format!("{src}.map(|e| Box::new(from_pb(e)))"),
             ),
             _ => return Err(format!("{shape:?} against {label:?}")),
         },
         (Shape::Vec(s), Label::Repeated) if matches!(**s, Shape::Leaf(_)) => (
             format!("v.{ident}.into_iter().map(to_pb).collect()"),
-            format!("{pb_ident}.into_iter().map(from_pb).collect()"),
+            format!("{src}.into_iter().map(from_pb).collect()"),
         ),
         (Shape::Opt(o), Label::Repeated) if matches!(&**o, Shape::Vec(s) if matches!(**s, Shape::Leaf(_))) => {
             (
                 format!("v.{ident}.into_iter().flatten().map(to_pb).collect()"),
-                format!("non_empty({pb_ident}.into_iter().map(from_pb).collect())"),
+                format!("non_empty({src}.into_iter().map(from_pb).collect())"),
             )
         }
         (Shape::Map(s), Label::Map) if matches!(**s, Shape::Leaf(_)) => (
             format!("v.{ident}.into_iter().map(|(k, e)| (k, to_pb(e))).collect()"),
-            format!("{pb_ident}.into_iter().map(|(k, e)| (k, from_pb(e))).collect()"),
+            format!("{src}.into_iter().map(|(k, e)| (k, from_pb(e))).collect()"),
         ),
         (Shape::Opt(o), Label::Map) if matches!(&**o, Shape::Map(s) if matches!(**s, Shape::Leaf(_))) => {
             (
                 format!("v.{ident}.into_iter().flatten().map(|(k, e)| (k, to_pb(e))).collect()"),
-                format!(
-                    "non_empty_map({pb_ident}.into_iter().map(|(k, e)| (k, from_pb(e))).collect())"
-                ),
+                format!("non_empty_map({src}.into_iter().map(|(k, e)| (k, from_pb(e))).collect())"),
             )
         }
         // `map<string, ExtraValue>`, where ExtraValue is `repeated string items`.
@@ -467,9 +462,7 @@ fn field_exprs(
                 format!(
                     "v.{ident}.into_iter().flatten().map(|(k, items)| (k, k8s_pb::{module}::ExtraValue {{ items }})).collect()"
                 ),
-                format!(
-                    "non_empty_map({pb_ident}.into_iter().map(|(k, e)| (k, e.items)).collect())"
-                ),
+                format!("non_empty_map({src}.into_iter().map(|(k, e)| (k, e.items)).collect())"),
             )
         }
         _ => return Err(format!("{shape:?} against {label:?}")),

@@ -165,7 +165,7 @@ async fn apply(core: &Core, target: Target, part: Part, body: &[u8]) -> Result<V
 fn served(target: &Target, stored: &StoredObject) -> Result<Value, ApiError> {
     let mut current = parse(stored)?;
     let info = &target.info;
-    if apimachinery::convert::storage_version(&info.group, &info.kind).is_some() {
+    if apimachinery::convert::has_versions(&info.group, &info.kind) {
         apimachinery::convert::to_version(&info.group, &info.version, &mut current);
     }
     Ok(current)

@@ -79,7 +79,7 @@ pub(crate) fn object_value(
             obj.key
         )));
     }
-    if apimachinery::convert::storage_version(&info.group, &info.kind).is_some() {
+    if apimachinery::convert::has_versions(&info.group, &info.kind) {
         // Stored in either version: shown in the one asked for.
         apimachinery::convert::to_version(&info.group, &info.version, &mut value);
     }
