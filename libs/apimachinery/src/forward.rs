@@ -1,12 +1,19 @@
 //! The envelope of a write an edge node asks the cloud to make: lwproxy parses a client's REST
 //! write, sends it upstream as a [`ForwardedWrite`] (JSON message content), edgecontroller
 //! authorizes it for the node, replays it against the Kubernetes API and answers with a
-//! [`ForwardedReply`]: the API's code and body, unchanged.
+//! [`ForwardedReply`]: the API's code and body, unchanged. The cloud acts only on the
+//! [`NodeRequest`] a write parses into: typed, each path segment checked, its path escaped.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::status::ApiError;
+
+mod request;
+
+pub use request::{
+    BodyType, KnownResource, NodeRequest, Subresource, Verb, checked_name, checked_namespace,
+};
 
 /// The error content a forwarded write gets from the edge's hub when the link dropped after
 /// the write was handed over and before the cloud's reply came: the write may have been
@@ -54,44 +61,6 @@ pub struct ForwardedReply {
 // === impl ForwardedWrite ===
 
 impl ForwardedWrite {
-    /// The HTTP method of the verb.
-    pub fn method(&self) -> &'static str {
-        match self.verb.as_str() {
-            "create" => "POST",
-            "update" => "PUT",
-            "patch" => "PATCH",
-            "delete" => "DELETE",
-            _ => "GET",
-        }
-    }
-
-    /// The request path (with `?dryRun=All` when set): `/api/v1/namespaces/ns/pods/name/status`.
-    pub fn path(&self) -> String {
-        let mut path = if self.group.is_empty() {
-            format!("/api/{}", self.version)
-        } else {
-            format!("/apis/{}/{}", self.group, self.version)
-        };
-        if !self.namespace.is_empty() {
-            path.push_str("/namespaces/");
-            path.push_str(&self.namespace);
-        }
-        path.push('/');
-        path.push_str(&self.resource);
-        if !self.name.is_empty() {
-            path.push('/');
-            path.push_str(&self.name);
-        }
-        if let Some(sub) = &self.subresource {
-            path.push('/');
-            path.push_str(sub);
-        }
-        if self.dry_run {
-            path.push_str("?dryRun=All");
-        }
-        path
-    }
-
     /// The name the write is about: the URL's, else the body's `metadata.name` (a create).
     pub fn object_name(&self) -> &str {
         if !self.name.is_empty() {
@@ -159,40 +128,7 @@ impl ApiError {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    #[test]
-    fn paths_follow_the_api_layout() {
-        let w = ForwardedWrite {
-            verb: "patch".into(),
-            version: "v1".into(),
-            resource: "pods".into(),
-            namespace: "default".into(),
-            name: "p".into(),
-            subresource: Some("status".into()),
-            ..Default::default()
-        };
-        assert_eq!(w.path(), "/api/v1/namespaces/default/pods/p/status");
-        assert_eq!(w.method(), "PATCH");
-        let w = ForwardedWrite {
-            verb: "create".into(),
-            group: "coordination.k8s.io".into(),
-            version: "v1".into(),
-            resource: "leases".into(),
-            namespace: "kube-node-lease".into(),
-            dry_run: true,
-            body: Some(json!({"metadata": {"name": "n1"}})),
-            ..Default::default()
-        };
-        assert_eq!(
-            w.path(),
-            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases?dryRun=All"
-        );
-        assert_eq!(w.object_name(), "n1");
-        assert_eq!(w.store_resource(), "leases.coordination.k8s.io");
-    }
 
     #[test]
     fn a_status_reply_becomes_the_same_error() {

@@ -11,13 +11,21 @@
 
 use serde_json::Value;
 
+mod labels;
 mod read;
 
+pub use labels::{node_change_refusal, node_may_set_label};
 pub use read::{NodeRead, Read, ReadRule};
 
 use crate::podrefs::{self, PodRef};
 use crate::status::ApiError;
 
+/// A node's user name is this prefix and its name (its certificate's CN).
+pub const NODE_USER_PREFIX: &str = "system:node:";
+/// The group every node identity is in.
+pub const NODES_GROUP: &str = "system:nodes";
+/// The group every authenticated user is in.
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 /// The namespace of node leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The annotation that marks a mirror pod (a static pod's copy in the API).

@@ -101,6 +101,21 @@ pub fn is_dns_label(s: &str) -> bool {
         && s.ends_with(alnum)
 }
 
+/// True for a DNS-1123 subdomain (dot-separated DNS-1123 labels, at most 253 characters).
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// Why `name` cannot be a URL path segment (Kubernetes' `IsValidPathSegmentName`), if it cannot.
+pub fn path_segment_problem(name: &str) -> Option<String> {
+    match name {
+        "." | ".." => Some(format!("may not be '{name}'")),
+        _ if name.contains('/') => Some("may not contain '/'".into()),
+        _ if name.contains('%') => Some("may not contain '%'".into()),
+        _ => None,
+    }
+}
+
 /// True for an IANA service name (a named port): at most 15 characters, lowercase
 /// alphanumerics and single dashes, at least one letter, no dash at either end.
 pub fn is_port_name(s: &str) -> bool {

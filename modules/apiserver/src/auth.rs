@@ -267,6 +267,40 @@ impl NodeRestriction {
     async fn pod_node(&self, namespace: &str, name: &str) -> Result<Option<String>, ApiError> {
         pod_node(&self.store, namespace, name).await
     }
+
+    /// NodeRestriction's label and taint rules for `node`'s write that leaves its Node as
+    /// `next` (a dry run of the write).
+    async fn check_node_change(
+        &self,
+        req: &WriteRequest<'_>,
+        node: &str,
+        next: &Value,
+    ) -> Result<(), ApiError> {
+        let current = stored_object(&self.store, "nodes", "", req.name).await?;
+        node_change(node, current.as_ref(), next)
+    }
+}
+
+/// The node writing, when a node writes a Node (its own: the node rules allow no other).
+fn own_node_writer<'a>(req: &WriteRequest<'a>) -> Option<&'a str> {
+    let nodes = req.info.group.is_empty() && req.info.plural == "nodes";
+    nodes.then(|| node_of(req.user)).flatten()
+}
+
+/// `req` as a dry run: the object as the write would leave it, nothing stored.
+fn preview<'a>(req: &WriteRequest<'a>) -> WriteRequest<'a> {
+    WriteRequest {
+        dry_run: true,
+        ..req.clone()
+    }
+}
+
+/// [`noderules::node_change_refusal`] as the API's 403.
+fn node_change(node: &str, current: Option<&Value>, next: &Value) -> Result<(), ApiError> {
+    match apimachinery::noderules::node_change_refusal(node, current, next) {
+        None => Ok(()),
+        Some(why) => Err(ApiError::forbidden("", "nodes", node, &why)),
+    }
 }
 
 #[async_trait::async_trait]
@@ -284,12 +318,19 @@ impl Backend for NodeRestriction {
         };
         self.check(req, &named, "create", Some(&obj)).await?;
         self.check_escalation(req, &obj).await?;
+        if let Some(node) = own_node_writer(req) {
+            node_change(node, None, &obj)?;
+        }
         self.inner.create(req, obj).await
     }
 
     async fn update(&self, req: &WriteRequest<'_>, obj: Value) -> Result<Value, ApiError> {
         self.check(req, req, "update", Some(&obj)).await?;
         self.check_escalation(req, &obj).await?;
+        if let Some(node) = own_node_writer(req) {
+            let next = self.inner.update(&preview(req), obj.clone()).await?;
+            self.check_node_change(req, node, &next).await?;
+        }
         self.inner.update(req, obj).await
     }
 
@@ -302,12 +343,12 @@ impl Backend for NodeRestriction {
         self.check(req, req, "patch", None).await?;
         if escalation_checked(req) {
             // The escalation check needs the object as patched: a dry run first.
-            let preview = WriteRequest {
-                dry_run: true,
-                ..req.clone()
-            };
-            let patched = self.inner.patch(&preview, kind, patch.clone()).await?;
+            let patched = self.inner.patch(&preview(req), kind, patch.clone()).await?;
             self.rbac.check_escalation(req, &patched).await?;
+        }
+        if let Some(node) = own_node_writer(req) {
+            let next = self.inner.patch(&preview(req), kind, patch.clone()).await?;
+            self.check_node_change(req, node, &next).await?;
         }
         self.inner.patch(req, kind, patch).await
     }

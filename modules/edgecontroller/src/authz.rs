@@ -1,59 +1,64 @@
 //! Which writes a node may make: [`apimachinery::noderules`], applied to a forwarded write.
 
+use apimachinery::ApiError;
+use apimachinery::forward::NodeRequest;
 use apimachinery::noderules::{NodeRule, NodeWrite};
-use apimachinery::{ApiError, ForwardedWrite};
 
 /// Checks `write` from `node`. `pod_node` says which node a pod is bound to, if it is known.
 pub(crate) fn authorize<'a>(
     node: &str,
-    write: &ForwardedWrite,
+    write: &NodeRequest,
     pod_node: impl Fn(&str, &str) -> Option<&'a str>,
 ) -> Result<(), ApiError> {
     let asked = node_write(node, write);
     match asked.rule() {
         NodeRule::Allowed => Ok(()),
         NodeRule::Denied(e) => Err(e),
-        NodeRule::IfPodBound => asked.check_bound(pod_node(&write.namespace, asked.bound_pod())),
+        NodeRule::IfPodBound => asked.check_bound(pod_node(asked.namespace, asked.bound_pod())),
     }
 }
 
 /// The pod (in the write's namespace) whose node decides `write`, if its rule depends on one.
-pub(crate) fn bound_pod(write: &ForwardedWrite) -> &str {
+pub(crate) fn bound_pod(write: &NodeRequest) -> &str {
     node_write("", write).bound_pod()
 }
 
-fn node_write<'a>(node: &'a str, write: &'a ForwardedWrite) -> NodeWrite<'a> {
+fn node_write<'a>(node: &'a str, write: &'a NodeRequest) -> NodeWrite<'a> {
     NodeWrite {
         node,
-        verb: &write.verb,
+        verb: write.verb.as_str(),
         group: &write.group,
         resource: &write.resource,
-        namespace: &write.namespace,
+        namespace: write.namespace.as_deref().unwrap_or(""),
         name: write.object_name(),
-        subresource: write.subresource.as_deref(),
+        subresource: write.subresource.map(|s| s.as_str()),
         body: write.body.as_ref(),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use apimachinery::forward::{BodyType, Subresource, Verb};
     use serde_json::json;
 
     use super::*;
 
-    fn write(verb: &str, resource: &str, name: &str, sub: Option<&str>) -> ForwardedWrite {
-        ForwardedWrite {
-            verb: verb.into(),
+    fn write(verb: Verb, resource: &str, name: &str, sub: Option<Subresource>) -> NodeRequest {
+        NodeRequest {
+            verb,
+            group: String::new(),
             version: "v1".into(),
             resource: resource.into(),
-            namespace: "d".into(),
-            name: name.into(),
-            subresource: sub.map(str::to_owned),
-            ..Default::default()
+            namespace: Some("d".into()),
+            name: Some(name.to_owned()).filter(|n| !n.is_empty()),
+            subresource: sub,
+            body_type: BodyType::Json,
+            body: None,
+            dry_run: false,
         }
     }
 
-    fn check(w: &ForwardedWrite) -> Result<(), u16> {
+    fn check(w: &NodeRequest) -> Result<(), u16> {
         let pods = |_: &str, name: &str| match name {
             "mine" => Some("n1"),
             "theirs" => Some("n2"),
@@ -65,16 +70,31 @@ mod tests {
     #[test]
     fn pod_writes_are_checked_against_where_the_pod_is_bound() {
         assert_eq!(
-            check(&write("patch", "pods", "mine", Some("status"))),
+            check(&write(
+                Verb::Patch,
+                "pods",
+                "mine",
+                Some(Subresource::Status)
+            )),
             Ok(())
         );
-        assert_eq!(check(&write("delete", "pods", "mine", None)), Ok(()));
+        assert_eq!(check(&write(Verb::Delete, "pods", "mine", None)), Ok(()));
         assert_eq!(
-            check(&write("patch", "pods", "theirs", Some("status"))),
+            check(&write(
+                Verb::Patch,
+                "pods",
+                "theirs",
+                Some(Subresource::Status)
+            )),
             Err(403)
         );
         assert_eq!(
-            check(&write("patch", "pods", "unknown", Some("status"))),
+            check(&write(
+                Verb::Patch,
+                "pods",
+                "unknown",
+                Some(Subresource::Status)
+            )),
             Err(404)
         );
     }
@@ -82,7 +102,12 @@ mod tests {
     #[test]
     fn a_token_request_is_checked_against_where_its_bound_pod_is() {
         let token = |pod: &str| {
-            let mut create = write("create", "serviceaccounts", "builder", Some("token"));
+            let mut create = write(
+                Verb::Create,
+                "serviceaccounts",
+                "builder",
+                Some(Subresource::Token),
+            );
             create.body = Some(json!({"spec": {"boundObjectRef": {
                 "kind": "Pod", "apiVersion": "v1", "name": pod, "uid": "u",
             }}}));
@@ -92,14 +117,19 @@ mod tests {
         assert_eq!(check(&token("mine")), Ok(()));
         assert_eq!(check(&token("theirs")), Err(403));
         assert_eq!(check(&token("unknown")), Err(404));
-        let unbound = write("create", "serviceaccounts", "builder", Some("token"));
+        let unbound = write(
+            Verb::Create,
+            "serviceaccounts",
+            "builder",
+            Some(Subresource::Token),
+        );
         assert_eq!(check(&unbound), Err(403));
     }
 
     #[test]
     fn a_forwarded_mirror_pod_that_references_a_secret_is_refused() {
         let mirror = |volumes: serde_json::Value| {
-            let mut create = write("create", "pods", "", None);
+            let mut create = write(Verb::Create, "pods", "", None);
             create.body = Some(json!({
                 "metadata": {"name": "m", "namespace": "d",
                              "annotations": {"kubernetes.io/config.mirror": "h"}},
@@ -125,8 +155,8 @@ mod tests {
 
     #[test]
     fn a_create_is_named_by_its_body() {
-        let mut create = write("create", "nodes", "", None);
-        create.namespace.clear();
+        let mut create = write(Verb::Create, "nodes", "", None);
+        create.namespace = None;
         create.body = Some(json!({"metadata": {"name": "n1"}}));
         assert_eq!(check(&create), Ok(()));
         create.body = Some(json!({"metadata": {"name": "n2"}}));

@@ -27,10 +27,11 @@ mod replay;
 mod state;
 mod watch;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use apimachinery::forward::{KnownResource, NodeRequest};
 use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
 use beehive::{Context, Mailbox, Message, Module, ModuleError, Operation, RestartPolicy};
 use serde_json::json;
@@ -44,6 +45,7 @@ pub use error::ControllerError;
 pub use kinds::EDGE_LABEL;
 
 use kinds::Kind;
+use replay::Caller;
 use state::{Obj, Out, State};
 use watch::WatchEvent;
 
@@ -56,6 +58,8 @@ pub const GROUP: &str = "controller";
 pub struct EdgeController {
     config: Config,
     kinds: Vec<Kind>,
+    /// The resources a node's write may name: (group, version, plural).
+    known: HashMap<(String, String, String), KnownResource>,
     client: kube::Client,
     /// Which nodes have a live session (to catch up after a restart of this module alone).
     hub: Option<cloudhub::Handle>,
@@ -118,6 +122,7 @@ impl EdgeController {
                 .ok_or_else(|| ControllerError::BadCustomResource(spec.clone()))?;
             kinds.extend(custom);
         }
+        let known = known_resources(&kinds);
         let (ready, ready_rx) = latest::channel(false);
         let stats = Arc::new(Stats::default());
         let handle = Handle {
@@ -127,12 +132,19 @@ impl EdgeController {
         let ctl = EdgeController {
             config,
             kinds,
+            known,
             client,
             hub: None,
             ready,
             stats,
         };
         Ok((ctl, handle))
+    }
+
+    /// What a node's write may name of `group`/`version`/`plural`, if it is known.
+    fn known(&self, group: &str, version: &str, plural: &str) -> Option<KnownResource> {
+        let key = (group.to_owned(), version.to_owned(), plural.to_owned());
+        self.known.get(&key).cloned()
     }
 }
 
@@ -387,8 +399,14 @@ impl Run<'_> {
             self.ctl.config.request_timeout,
             node.to_owned(),
         );
+        let write = match NodeRequest::parse(write, |g, v, p| self.ctl.known(g, v, p)) {
+            Ok(w) => w,
+            Err(e) => {
+                return tracing::warn!(node_id = %node, error = %e.message, "could not register the node");
+            }
+        };
         self.tasks.spawn(async move {
-            let reply = replay::replay(&client, &write, timeout).await;
+            let reply = replay::replay(&client, Caller::Cloud, &write, timeout).await;
             match reply.code {
                 201 => tracing::info!(node_id = %node, "registered the Node of a new edge node"),
                 409 => {}
@@ -399,14 +417,14 @@ impl Run<'_> {
         });
     }
 
-    /// A write a node sent: authorized, then replayed against the API.
+    /// A write a node sent: parsed into a checked request, authorized for the node, then
+    /// replayed against the API as the node.
     fn write(&self, node: &str, msg: Message) {
-        let write: ForwardedWrite = match serde_json::from_slice(&msg.content) {
+        let write = match self.checked_write(&msg) {
             Ok(w) => w,
             Err(e) => {
-                tracing::warn!(node_id = %node, resource = msg.resource(), error = %e, "malformed write from a node");
-                let text = format!("malformed forwarded write for {}: {e}", msg.resource());
-                return self.respond(&msg, msg.error_response(NAME, text));
+                tracing::warn!(node_id = %node, resource = msg.resource(), reason = %e.message, "malformed write from a node");
+                return self.refuse_write(&msg, &e);
             }
         };
         let pod_node = |ns: &str, name: &str| self.state.pod_node(ns, name);
@@ -416,7 +434,8 @@ impl Run<'_> {
         if let Err(refused) = &decided
             && !look_up
         {
-            return self.refuse(node, &write, &msg, refused);
+            tracing::warn!(node_id = %node, verb = write.verb.as_str(), path = %write.path(), reason = %refused.message, "write from a node refused");
+            return self.refuse_write(&msg, refused);
         }
         let (client, ctx, stats) = (
             self.ctl.client.clone(),
@@ -425,16 +444,17 @@ impl Run<'_> {
         );
         let (timeout, node) = (self.ctl.config.request_timeout, node.to_owned());
         self.tasks.spawn(async move {
-            let reply = match look_up {
-                true => match authorize_from_api(&client, &node, &write, timeout).await {
-                    Ok(()) => replay::replay(&client, &write, timeout).await,
-                    Err(refused) => {
-                        stats.refused.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(node_id = %node, verb = %write.verb, path = %write.path(), reason = %refused.message, "write from a node refused");
-                        ForwardedReply::from_error(&refused)
-                    }
-                },
-                false => replay::replay(&client, &write, timeout).await,
+            let decided = match look_up {
+                true => authorize_from_api(&client, &node, &write, timeout).await,
+                false => Ok(()),
+            };
+            let reply = match decided {
+                Ok(()) => replay::replay(&client, Caller::Node(&node), &write, timeout).await,
+                Err(refused) => {
+                    stats.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(node_id = %node, verb = write.verb.as_str(), path = %write.path(), reason = %refused.message, "write from a node refused");
+                    ForwardedReply::from_error(&refused)
+                }
             };
             stats.writes.fetch_add(1, Ordering::Relaxed);
             if msg.header.sync {
@@ -443,9 +463,19 @@ impl Run<'_> {
         });
     }
 
-    fn refuse(&self, node: &str, write: &ForwardedWrite, msg: &Message, refused: &ApiError) {
+    /// The write `msg` carries, parsed and checked.
+    fn checked_write(&self, msg: &Message) -> Result<NodeRequest, ApiError> {
+        let write: ForwardedWrite = serde_json::from_slice(&msg.content).map_err(|e| {
+            ApiError::bad_request(format!(
+                "malformed forwarded write for {}: {e}",
+                msg.resource()
+            ))
+        })?;
+        NodeRequest::parse(write, |g, v, p| self.ctl.known(g, v, p))
+    }
+
+    fn refuse_write(&self, msg: &Message, refused: &ApiError) {
         self.ctl.stats.refused.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(node_id = %node, verb = %write.verb, path = %write.path(), reason = %refused.message, "write from a node refused");
         let reply = ForwardedReply::from_error(refused);
         self.respond(msg, reply_message(msg, &reply));
     }
@@ -517,16 +547,41 @@ impl Handle {
     }
 }
 
+/// The built-in resources, and the subscribed custom resources (scope unknown, `status` and
+/// `scale` only).
+fn known_resources(kinds: &[Kind]) -> HashMap<(String, String, String), KnownResource> {
+    let key = |g: &str, v: &str, p: &str| (g.to_owned(), v.to_owned(), p.to_owned());
+    let mut known: HashMap<_, _> = apimachinery::catalog::builtins()
+        .iter()
+        .map(|info| {
+            (
+                key(&info.group, &info.version, &info.plural),
+                KnownResource::of(info),
+            )
+        })
+        .collect();
+    for kind in kinds {
+        known
+            .entry(key(&kind.group, &kind.version, &kind.plural))
+            .or_insert_with(|| KnownResource {
+                namespaced: None,
+                subresources: vec!["status".into(), "scale".into()],
+            });
+    }
+    known
+}
+
 /// [`authz::authorize`] with the pod it depends on ([`authz::bound_pod`]) read from the API
 /// (the watch may not have delivered it).
 async fn authorize_from_api(
     client: &kube::Client,
     node: &str,
-    write: &ForwardedWrite,
+    write: &NodeRequest,
     timeout: std::time::Duration,
 ) -> Result<(), ApiError> {
     use k8s_openapi::api::core::v1::Pod;
-    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), &write.namespace);
+    let namespace = write.namespace.as_deref().unwrap_or_default();
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), namespace);
     let found = tokio::time::timeout(timeout, pods.get_opt(authz::bound_pod(write)))
         .await
         .map_err(|_| {

@@ -16,7 +16,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use apimachinery::forward::LINK_LOST;
+use apimachinery::forward::{self, LINK_LOST};
 use apimachinery::patch::PatchType;
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
 use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
@@ -96,6 +96,7 @@ impl Forwarder {
         req: &WriteRequest<'_>,
         change: Change,
     ) -> Result<(u16, Value), ApiError> {
+        check_names(req, &change)?;
         let local = LocalWrite::of(req.info, req.subresource, &change);
         if self.online() {
             match self.forward(req, &change).await {
@@ -290,6 +291,24 @@ impl Backend for Forwarder {
 }
 
 // === helpers ===
+
+/// Refuses (400) a write whose namespace or name could not be an object's, before it goes
+/// anywhere: the cloud checks again, and acts as this node whatever it sent.
+fn check_names(req: &WriteRequest<'_>, change: &Change) -> Result<(), ApiError> {
+    forward::checked_namespace(req.namespace, Some(req.info.namespaced))?;
+    forward::checked_name(req.name)?;
+    if let Change::Create(obj) | Change::Update(obj) = change {
+        let meta = &obj["metadata"];
+        forward::checked_name(meta["name"].as_str().unwrap_or_default())?;
+        if let Some(ns) = meta["namespace"].as_str().filter(|ns| *ns != req.namespace) {
+            return Err(ApiError::bad_request(format!(
+                "the namespace of the provided object ({ns:?}) does not match the namespace sent on the request ({:?})",
+                req.namespace
+            )));
+        }
+    }
+    Ok(())
+}
 
 fn key(req: &WriteRequest<'_>, name: &str) -> ObjKey {
     ObjKey::new(req.info.store_resource(), req.namespace, name)

@@ -6,7 +6,10 @@
 //! [`ForwardedWrite`](apimachinery::ForwardedWrite), answered by the cloud's
 //! [`ForwardedReply`](apimachinery::ForwardedReply). While the link is down, pod and node
 //! status and lease writes are applied to the store and queued for the cloud through
-//! metamanager's outbox; other writes get a 503. Loopback callers are trusted as a local admin.
+//! metamanager's outbox; other writes get a 503. Loopback callers are trusted as a local admin
+//! for reads; a loopback listener serves only requests naming a loopback host (DNS
+//! rebinding, see [`host`]); forwarded writes carry checked names and are made in the cloud
+//! with this node's rights, never more.
 #![forbid(unsafe_code)]
 
 mod backend;
@@ -15,6 +18,7 @@ mod crds;
 mod echo;
 mod envelope;
 mod error;
+mod host;
 mod local;
 mod through;
 
@@ -127,10 +131,16 @@ impl LwProxy {
             app: app.clone(),
         };
         tracing::info!(bound = %addr, url = %handle.url(), "lwproxy listening");
+        // A loopback listener serves loopback names only (DNS rebinding); the in-process
+        // routes (`Handle::api`) are the node's own.
+        let served = match addr.ip().is_loopback() {
+            true => host::loopback_only(app),
+            false => app,
+        };
         let serving = Serving {
             listener,
             tls,
-            app,
+            app: served,
             connections: handle.connections.clone(),
         };
         let proxy = LwProxy {

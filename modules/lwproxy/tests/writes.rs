@@ -61,7 +61,10 @@ async fn an_online_patch_goes_to_the_cloud_with_its_resource_version_and_comes_b
     assert_eq!(msg.router.operation, Operation::Patch);
     assert_eq!(msg.router.group, lwproxy::MESSAGE_GROUP);
     assert_eq!(msg.resource(), "default/pods/p");
-    assert_eq!(write.path(), "/api/v1/namespaces/default/pods/p/status");
+    assert_eq!(
+        support::request_line(write).1,
+        "/api/v1/namespaces/default/pods/p/status"
+    );
     assert_eq!(
         write.content_type.as_deref(),
         Some("application/merge-patch+json")
@@ -128,8 +131,11 @@ async fn offline_a_pod_status_patch_is_stored_here_and_queued_for_the_cloud() {
     );
     let write: ForwardedWrite = serde_json::from_slice(&msg.content).expect("an envelope");
     assert_eq!(
-        (write.method(), write.path().as_str()),
-        ("PATCH", "/api/v1/namespaces/default/pods/p/status")
+        support::request_line(&write),
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/pods/p/status".to_owned()
+        )
     );
     assert_eq!(
         write.content_type.as_deref(),
@@ -214,7 +220,7 @@ async fn the_clouds_refusal_comes_back_as_its_status() {
         "{}",
         e.message
     );
-    assert_eq!(edge.received()[0].write.method(), "DELETE");
+    assert_eq!(support::request_line(&edge.received()[0].write).0, "DELETE");
     edge.stop().await;
 }
 

@@ -2,7 +2,9 @@
 //! rule its kind's strategy names (DNS-1123 subdomain, DNS-1123 label, DNS-1035 label), and
 //! the shape of labels, annotations and finalizers. Generic: no kind is named here.
 
-use apimachinery::validation::FieldError;
+use apimachinery::validation::{
+    FieldError, is_dns_label as is_label, is_dns_subdomain as is_subdomain, path_segment_problem,
+};
 use apimachinery::{ApiError, ResourceInfo};
 use serde_json::Value;
 
@@ -204,16 +206,6 @@ pub(super) fn invalid(info: &ResourceInfo, name: &str, field: &str, why: String)
     ApiError::invalid(&info.group, &info.kind, name, &[(field, &why)])
 }
 
-/// Kubernetes' `IsValidPathSegmentName`.
-fn path_segment_problem(name: &str) -> Option<String> {
-    match name {
-        "." | ".." => Some(format!("may not be '{name}'")),
-        _ if name.contains('/') => Some("may not contain '/'".into()),
-        _ if name.contains('%') => Some("may not contain '%'".into()),
-        _ => None,
-    }
-}
-
 fn name_problem(rule: NameRule, name: &str) -> Option<String> {
     let (max, ok, msg) = match rule {
         NameRule::PathSegment => return path_segment_problem(name),
@@ -232,19 +224,6 @@ fn name_problem(rule: NameRule, name: &str) -> Option<String> {
     } else {
         None
     }
-}
-
-fn is_label(s: &str) -> bool {
-    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !s.is_empty()
-        && s.len() <= LABEL_MAX
-        && s.chars().all(|c| alnum(c) || c == '-')
-        && s.starts_with(alnum)
-        && s.ends_with(alnum)
-}
-
-fn is_subdomain(s: &str) -> bool {
-    s.len() <= SUBDOMAIN_MAX && s.split('.').all(is_label)
 }
 
 /// `[prefix/]name` as label keys, annotation keys and finalizers are.

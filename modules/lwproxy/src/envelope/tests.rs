@@ -50,7 +50,9 @@ fn a_patch_goes_with_its_patch_type_and_subresource() {
         Bytes::from_static(br#"{"status":{}}"#),
     );
     let w = forwarded(&patch, Some("status"));
-    assert_eq!(w.path(), "/api/v1/namespaces/default/pods/p/status");
+    let parts = (w.namespace.as_str(), w.resource.as_str(), w.name.as_str());
+    assert_eq!(parts, ("default", "pods", "p"));
+    assert_eq!(w.subresource.as_deref(), Some("status"));
     assert_eq!(w.verb, "patch");
     assert_eq!(
         w.content_type.as_deref(),

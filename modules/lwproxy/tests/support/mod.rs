@@ -244,6 +244,20 @@ impl Edge {
     }
 }
 
+/// `(method, path)` of the request the cloud makes of `write`, parsed as edgecontroller does.
+pub fn request_line(write: &ForwardedWrite) -> (&'static str, String) {
+    use apimachinery::forward::{KnownResource, NodeRequest};
+    let builtins = apimachinery::catalog::builtins();
+    let known = |g: &str, v: &str, p: &str| {
+        builtins
+            .iter()
+            .find(|i| (i.group.as_str(), i.version.as_str(), i.plural.as_str()) == (g, v, p))
+            .map(KnownResource::of)
+    };
+    let req = NodeRequest::parse(write.clone(), known).expect("a well-formed write");
+    (req.method(), req.path())
+}
+
 pub fn connected() -> Link {
     Link::Up
 }
