@@ -392,6 +392,47 @@ async fn a_deployment_rolls_out_within_its_surge_and_unavailability_and_rolls_ba
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_only_deployment_collects_its_replicaset_and_pods() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let pki = Pki::new();
+    let cloud = k8s_cloud(&pki, Ports::default()).await;
+    let client = cloud.kube().await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let only: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "a3"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "a3"}},
+                 "template": {"metadata": {"labels": {"app": "a3"}},
+                              "spec": {"nodeSelector": {"nowhere": "true"},
+                                       "containers": [{"name": "c", "image": "busybox"}]}}},
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &only)
+        .await
+        .unwrap();
+    let by = ListParams::default().labels("app=a3");
+    eventually("a ReplicaSet and its pod", WAIT, || async {
+        !sets.list(&by).await.unwrap().items.is_empty()
+            && !pods.list(&by).await.unwrap().items.is_empty()
+    })
+    .await;
+    // The last Deployment in the cluster: no object of the owner's kind is left to learn its
+    // resource from.
+    deployments
+        .delete("a3", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the ReplicaSet and the pod are collected", WAIT, || async {
+        sets.list(&by).await.unwrap().items.is_empty()
+            && pods.list(&by).await.unwrap().items.is_empty()
+    })
+    .await;
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_deployment_cascades_in_the_background_foreground_or_orphans() {
     use k8s_openapi::api::apps::v1::Deployment;
     use kube::api::PropagationPolicy;

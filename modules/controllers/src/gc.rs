@@ -5,7 +5,9 @@
 //! foreground (`foregroundDeletion` finalizer) has its dependents deleted first, then loses
 //! the finalizer; one being orphaned (`orphan` finalizer) has its dependents' references to it
 //! removed, then loses the finalizer. Nothing is decided before every watch holds a full list,
-//! and an owner not seen is looked up by name before its dependents go.
+//! and an owner not seen is looked up by name before its dependents go. Owner kinds are known
+//! from discovery, not from the objects in the graph, so the last object of a kind still has
+//! its dependents collected; a dependent whose owner's kind is not known yet is looked at again.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -65,12 +67,14 @@ pub async fn run(client: kube::Client, shutdown: CancellationToken) {
                                     .iter()
                                     .all(|v| caps.supports_operation(v));
                                 let id = format!("{}/{}", ar.api_version, ar.plural);
+                                let namespaced = caps.scope == Scope::Namespaced;
+                                let ar = Arc::new(ar);
+                                graph.know(ar.clone(), namespaced);
                                 if !ok || !watched.insert(id.clone()) {
                                     continue;
                                 }
                                 unsynced.insert(id.clone());
-                                let namespaced = caps.scope == Scope::Namespaced;
-                                tokio::spawn(watch(client.clone(), Arc::new(ar), namespaced, id, tx.clone(), shutdown.clone()));
+                                tokio::spawn(watch(client.clone(), ar, namespaced, id, tx.clone(), shutdown.clone()));
                             }
                         }
                     }
@@ -136,11 +140,45 @@ struct Graph {
     orphans: BTreeSet<String>,
     /// Owners being deleted with a finalizer this collector handles.
     finalizing: BTreeSet<String>,
+    /// Every resource discovery listed, by (group, kind): its versions and scope.
+    kinds: HashMap<(String, String), Vec<(Arc<ApiResource>, bool)>>,
+}
+
+/// What the API says of an owner reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    Exists,
+    Gone,
+    /// Its kind is not served (yet): nothing can be decided.
+    UnknownKind,
 }
 
 // === impl Graph ===
 
 impl Graph {
+    /// Records a resource discovery listed.
+    fn know(&mut self, ar: Arc<ApiResource>, namespaced: bool) {
+        let versions = self
+            .kinds
+            .entry((ar.group.clone(), ar.kind.clone()))
+            .or_default();
+        if !versions
+            .iter()
+            .any(|(known, _)| known.version == ar.version)
+        {
+            versions.push((ar, namespaced));
+        }
+    }
+
+    /// The resource of kind `kind` in `api_version`: that version if served, else another
+    /// version of the same group and kind (an owner reference may name an older one).
+    fn resource_of(&self, api_version: &str, kind: &str) -> Option<(Arc<ApiResource>, bool)> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let versions = self.kinds.get(&(group.to_owned(), kind.to_owned()))?;
+        let exact = versions.iter().find(|(ar, _)| ar.version == version);
+        exact.or(versions.first()).cloned()
+    }
+
     fn apply(
         &mut self,
         ar: Arc<ApiResource>,
@@ -208,12 +246,20 @@ impl Graph {
     }
 
     async fn collect(&mut self, client: &kube::Client) {
+        let mut again = BTreeSet::new();
         for uid in std::mem::take(&mut self.orphans) {
-            if let Err(e) = self.settle_orphan(client, &uid).await {
-                tracing::info!(error = %e, "dependent not collected yet; retrying");
-                self.orphans.insert(uid);
+            match self.settle_orphan(client, &uid).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    again.insert(uid);
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "dependent not collected yet; retrying");
+                    again.insert(uid);
+                }
             }
         }
+        self.orphans.extend(again);
         for uid in std::mem::take(&mut self.finalizing) {
             match self.finalize(client, &uid).await {
                 Ok(true) => {}
@@ -229,24 +275,35 @@ impl Graph {
     }
 
     /// A dependent some of whose owners may be gone: deleted when all are, else the dangling
-    /// references removed.
-    async fn settle_orphan(&mut self, client: &kube::Client, uid: &str) -> Result<(), kube::Error> {
+    /// references removed. False when it must be looked at again (an owner of a kind not
+    /// known yet).
+    async fn settle_orphan(
+        &mut self,
+        client: &kube::Client,
+        uid: &str,
+    ) -> Result<bool, kube::Error> {
         let Some(node) = self.nodes.get(uid).cloned() else {
-            return Ok(());
+            return Ok(true);
         };
         let mut live = Vec::new();
         for o in &node.owners {
-            if self.nodes.contains_key(&o.uid) || self.owner_exists(client, &node, o).await? {
-                live.push(o.clone());
+            let owner = match self.nodes.contains_key(&o.uid) {
+                true => Owner::Exists,
+                false => self.owner_exists(client, &node, o).await?,
+            };
+            match owner {
+                Owner::Exists => live.push(o.clone()),
+                Owner::Gone => {}
+                Owner::UnknownKind => return Ok(false),
             }
         }
         if live.len() == node.owners.len() {
-            return Ok(());
+            return Ok(true);
         }
         let api = api_of(client, &node);
         if live.is_empty() {
             if node.deleting {
-                return Ok(());
+                return Ok(true);
             }
             tracing::info!(object = %node.name, kind = %node.resource.kind, "owner gone: deleting the dependent");
             let params = DeleteParams {
@@ -257,49 +314,36 @@ impl Graph {
                 }),
                 ..DeleteParams::default()
             };
-            return ignore_gone_or_conflict(api.delete(&node.name, &params).await.map(|_| ()));
+            ignore_gone_or_conflict(api.delete(&node.name, &params).await.map(|_| ()))?;
+            return Ok(true);
         }
         let patch = json!({"metadata": {"ownerReferences": live}});
         ignore_gone_or_conflict(
             api.patch_metadata(&node.name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map(|_| ()),
-        )
+        )?;
+        Ok(true)
     }
 
     /// Whether owner `o` of `node` exists, asked of the API (an owner not in the graph may be
-    /// of a kind not watched yet).
+    /// of a kind not watched yet, or its watch may lag).
     async fn owner_exists(
         &self,
         client: &kube::Client,
         node: &Node,
         o: &OwnerReference,
-    ) -> Result<bool, kube::Error> {
-        let (group, version) = match o.api_version.split_once('/') {
-            Some((g, v)) => (g.to_string(), v.to_string()),
-            None => (String::new(), o.api_version.clone()),
-        };
-        let Some((ar, namespaced)) = self
-            .nodes
-            .values()
-            .find(|n| {
-                n.resource.kind == o.kind
-                    && n.resource.group == group
-                    && n.resource.version == version
-            })
-            .map(|n| (n.resource.clone(), n.namespaced))
-        else {
-            // A kind nothing in the graph has: ask discovery-free by trying the name later.
-            return Ok(true);
+    ) -> Result<Owner, kube::Error> {
+        let Some((ar, namespaced)) = self.resource_of(&o.api_version, &o.kind) else {
+            return Ok(Owner::UnknownKind);
         };
         let api: Api<DynamicObject> = match (namespaced, &node.namespace) {
             (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &*ar),
             _ => Api::all_with(client.clone(), &*ar),
         };
-        match api.get_metadata_opt(&o.name).await? {
-            Some(m) => Ok(m.metadata.uid.as_deref() == Some(o.uid.as_str())),
-            None => Ok(false),
-        }
+        let found = api.get_metadata_opt(&o.name).await?;
+        let same = found.is_some_and(|m| m.metadata.uid.as_deref() == Some(o.uid.as_str()));
+        Ok(if same { Owner::Exists } else { Owner::Gone })
     }
 
     /// One step for an owner being deleted with a collector's finalizer; true when done.
