@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
@@ -147,6 +147,24 @@ pub async fn may_register(client: &kube::Client, node: &str) -> Result<bool, Sto
         .and_then(|r| r.metadata.creation_timestamp)
         .map(|t| t.0.as_second());
     Ok(joined.is_some_and(|joined| joined >= at))
+}
+
+/// Deletes `node`'s join record and Node (what `keadm revoke` does after recording the
+/// revocation); says which of the two existed.
+pub async fn delete_records(client: &kube::Client, node: &str) -> Result<(bool, bool), StoreError> {
+    let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
+    let record = csrs.delete(&record_name(node), &Default::default()).await.map(drop);
+    let nodes: Api<Node> = Api::all(client.clone());
+    let gone = nodes.delete(node, &Default::default()).await.map(drop);
+    let existed = |r: Result<(), kube::Error>, what: String| match r {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(source) => Err(StoreError::Api { what, source }),
+    };
+    Ok((
+        existed(record, format!("deleting csr {}", record_name(node)))?,
+        existed(gone, format!("deleting node {node}"))?,
+    ))
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ pub enum Refusal {
     /// No token with this id exists (never issued here, or deleted), or the secret is not its
     /// secret: one answer for both, so that guesses do not reveal which ids exist.
     #[error(
-        "token {id} is not valid: no such token exists or its secret does not match (get a new one with `keadm gettoken`)"
+        "the token is not valid: no such token exists or its secret does not match (get a new one with `keadm gettoken`)"
     )]
     Invalid { id: String },
     /// Past its expiry.
@@ -356,7 +356,7 @@ pub async fn already_joined(
     node: &str,
 ) -> Result<Option<String>, StoreError> {
     let again = format!(
-        "to join it again, remove it first: `kubectl delete node {node}; kubectl delete csr {}`, then run `keadm reset` on the old machine",
+        "to join it again, remove it first: `keadm revoke {node}` on the cloud (or `kubectl delete node {node}; kubectl delete csr {}`, which leaves its old certificate valid), then run `keadm reset` on the old machine",
         record_name(node)
     );
     let nodes: Api<Node> = Api::all(client.clone());
