@@ -153,7 +153,10 @@ pub async fn may_register(client: &kube::Client, node: &str) -> Result<bool, Sto
 /// revocation); says which of the two existed.
 pub async fn delete_records(client: &kube::Client, node: &str) -> Result<(bool, bool), StoreError> {
     let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
-    let record = csrs.delete(&record_name(node), &Default::default()).await.map(drop);
+    let record = csrs
+        .delete(&record_name(node), &Default::default())
+        .await
+        .map(drop);
     let nodes: Api<Node> = Api::all(client.clone());
     let gone = nodes.delete(node, &Default::default()).await.map(drop);
     let existed = |r: Result<(), kube::Error>, what: String| match r {

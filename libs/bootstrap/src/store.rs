@@ -218,7 +218,7 @@ pub async fn check_token(
         Ok(Some(s)) if s.type_.as_deref() == Some(TOKEN_TYPE) => s,
         Ok(_) => {
             // As much work as a wrong secret costs, so the time taken does not tell them apart.
-            let _ = constant_time_eq(&credential.secret_hash(), &UNKNOWN_HASH);
+            let _ = constant_time_eq(&credential.secret_hash(), UNKNOWN_HASH);
             return Ok(Err(Refusal::Invalid { id }));
         }
         Err(e) => return Err(api_err(format!("reading token {id}"))(e)),
