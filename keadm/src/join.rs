@@ -151,6 +151,11 @@ pub async fn run(args: &JoinArgs) -> anyhow::Result<()> {
     if resp.status != 200 {
         anyhow::bail!("{cert_addr} answered {} for {}", resp.status, paths::CA);
     }
+    let local = bootstrap::Timestamp::now().as_second();
+    let skew = https::clock_skew(&resp, local);
+    if let Some(skew) = skew.filter(|s| s.abs() >= 60) {
+        step(format!("warning: {}", skew_text(skew, local)));
+    }
     let ca_pem = String::from_utf8(resp.body).context("the CA is not text")?;
     let hash = bootstrap::ca_hash(&ca_pem).context("the CA cloudcore sent is unreadable")?;
     if hash != token.ca_hash {
@@ -180,7 +185,13 @@ pub async fn run(args: &JoinArgs) -> anyhow::Result<()> {
         REQUEST_TIMEOUT,
     )
     .await
-    .map_err(unreachable)?;
+    .map_err(|e| match (&e, skew) {
+        (HttpsError::ClockBehind { addr, .. }, Some(skew)) => anyhow::anyhow!(
+            "TLS with {addr} failed: the cloud's certificate is not valid yet by this machine's clock: {}",
+            skew_text(skew, bootstrap::Timestamp::now().as_second())
+        ),
+        _ => unreachable(e),
+    })?;
     if resp.status != 200 {
         anyhow::bail!(
             "the certificate service refused to sign ({}): {}",
@@ -450,6 +461,22 @@ fn status_message(body: &[u8]) -> String {
         .ok()
         .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(String::from))
         .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned())
+}
+
+/// The skew `skew` (this clock minus the cloud's, seconds) told with both clocks.
+fn skew_text(skew: i64, local: i64) -> String {
+    let way = if skew > 0 { "ahead of" } else { "behind" };
+    let at = |secs: i64| {
+        bootstrap::Timestamp::from_second(secs)
+            .map(|t| t.to_string())
+            .unwrap_or_else(|_| secs.to_string())
+    };
+    format!(
+        "the edge clock is {} s {way} the cloud (edge: {}, cloud: {}); set this machine's time (NTP)",
+        skew.abs(),
+        at(local),
+        at(local - skew)
+    )
 }
 
 fn unreachable(e: HttpsError) -> anyhow::Error {

@@ -4,6 +4,8 @@
 //!   Kubernetes API cloudcore uses.
 //! - `keadm join`: fetches the CA (pinned by the token's hash), gets a node certificate for a
 //!   new key, writes `edgecore.yaml` and the certificates, and starts edgecore.
+//! - `keadm revoke NODE`: refuses every certificate issued for a node so far (its sessions and
+//!   renewals), and deletes its join record and Node so the name may join again.
 //! - `keadm reset`: stops edgecore, removes the pods edged made, its config, certificates and
 //!   data.
 //!
@@ -14,6 +16,7 @@
 mod init;
 mod join;
 mod reset;
+mod revoke;
 mod tokens;
 mod yaml;
 
@@ -25,6 +28,7 @@ use clap::{Args, Parser, Subcommand};
 pub use init::InitArgs;
 pub use join::JoinArgs;
 pub use reset::ResetArgs;
+pub use revoke::RevokeArgs;
 pub use tokens::{GettokenArgs, TokenCommand, issue as issue_token};
 
 /// Default configuration directory (KubeEdge's).
@@ -59,6 +63,9 @@ pub enum Command {
     Join(JoinArgs),
     /// Stop edgecore and remove what `keadm join` set up here.
     Reset(ResetArgs),
+    /// Remove an edge node from the cloud for good: refuse its certificates (sessions and
+    /// renewals), delete its join record and Node (on the cloud machine).
+    Revoke(RevokeArgs),
 }
 
 /// Where files go.
@@ -99,6 +106,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token { command } => tokens::token(&command).await,
         Command::Join(a) => join::run(&a).await,
         Command::Reset(a) => reset::run(&a).await,
+        Command::Revoke(a) => revoke::run(&a).await,
     }
 }
 

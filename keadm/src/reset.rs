@@ -1,8 +1,8 @@
 //! `keadm reset`: undoes `keadm join` on this machine. It stops edgecore (its systemd unit, or
 //! the process `join` started), removes the pods edged created (sandboxes and containers
 //! labelled `edged.kubeedge.io/managed=true`) from the container runtime, then the config,
-//! certificates and data. The node stays in the cluster: remove it there with `kubectl delete
-//! node`.
+//! certificates and data. The node stays in the cluster: remove it there with `keadm revoke
+//! <name>` (which refuses its certificates, too).
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -83,7 +83,9 @@ pub async fn run(args: &ResetArgs) -> anyhow::Result<()> {
         // Only when empty: other things (cloudcore's files) may live there.
         let _ = std::fs::remove_dir(&dir);
     }
-    step("reset done; to remove the node from the cluster too: kubectl delete node <name>");
+    step(
+        "reset done; to remove the node from the cluster too (and refuse its certificates): keadm revoke <name>, on the cloud",
+    );
     Ok(())
 }
 

@@ -53,7 +53,7 @@ fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
     daemon::duration::parse(s)
 }
 
-async fn client(args: &KubeArgs) -> anyhow::Result<kube::Client> {
+pub(crate) async fn client(args: &KubeArgs) -> anyhow::Result<kube::Client> {
     let path = match &args.kube_config {
         Some(p) => p.clone(),
         None => {

@@ -2,8 +2,10 @@
 //! them, `keadm gettoken` issues a token, `keadm join` gets a node certificate from the
 //! certificate service and writes edgecore.yaml, and edgecore starts from it and links. The
 //! refusals (wrong CA hash, expired, revoked and malformed tokens, a name already joined, a
-//! machine already joined, an address not in the certificate) each say what went wrong. A node
-//! certificate renewed during traffic loses no message.
+//! machine already joined, an address not in the certificate) each say what went wrong; an
+//! unknown token and a wrong secret get the same answer. A node certificate renewed during
+//! traffic loses no message; an edge whose clock runs far ahead renews a bounded number of
+//! times. A revoked node (`keadm revoke`) is cut off and stays off; its name joins again afresh.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -362,11 +364,40 @@ async fn refused_joins_say_why() {
     let err = refused(cloud.join(dir.path(), "n1", &token, "127.0.0.1").await);
     assert!(err.contains("has already joined"), "{err}");
 
-    // Failed attempts from one address are held back after a burst.
+    // An existing token id with a wrong secret and an id that does not exist: one answer.
     let ca = std::fs::read_to_string(cloud.config_dir.join("ca/rootCA.crt")).unwrap();
     let tls = std::sync::Arc::new(pki::client_config(&ca, None, &[b"http/1.1"]).unwrap());
     let addr = format!("127.0.0.1:{}", cloud.hub().https_addr().unwrap().port());
     let (csr, _) = pki::node_csr("n9").unwrap();
+    let id = &token[65..71];
+    let mut answers = Vec::new();
+    for bearer in [
+        format!("{id}.0123456789abcdef"),
+        "zzzzzz.0123456789abcdef".into(),
+    ] {
+        let resp = bootstrap::https::request(
+            &addr,
+            tls.clone(),
+            http::Method::POST,
+            bootstrap::paths::EDGE_CERT,
+            &[("authorization", format!("Bearer {bearer}"))],
+            csr.clone().into_bytes(),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        answers.push((
+            resp.status,
+            String::from_utf8_lossy(&resp.body).into_owned(),
+        ));
+    }
+    assert_eq!(answers[0].0, 401, "{answers:?}");
+    assert_eq!(
+        answers[0], answers[1],
+        "a known id is not told from an unknown one"
+    );
+
+    // Failed attempts from one address are held back after a burst.
     let mut statuses = Vec::new();
     for _ in 0..6 {
         let resp = bootstrap::https::request(
@@ -462,6 +493,164 @@ async fn a_renewed_certificate_keeps_the_link_and_loses_no_message() {
         renewed_after >= Duration::from_secs(6),
         "renewed {renewed_after:?} after the join, before 70% of the lifetime"
     );
+    linked(&edge).await;
+    edge.stop().await;
+    cloud.stop().await;
+}
+
+/// Sends a renewal for `node` with the certificate and key in `dir/<node>/etc/certs`.
+async fn renew_with_old_cert(cloud: &Cloud, dir: &Path, node: &str) -> bootstrap::https::Response {
+    let certs = dir.join(node).join("etc/certs");
+    let ca = std::fs::read_to_string(cloud.config_dir.join("ca/rootCA.crt")).unwrap();
+    let cert = std::fs::read_to_string(certs.join("edgecore.crt")).unwrap();
+    let key = std::fs::read_to_string(certs.join("edgecore.key")).unwrap();
+    let tls = pki::client_config(&ca, Some((&cert, &key)), &[b"http/1.1"]).unwrap();
+    let (csr, _) = pki::node_csr(node).unwrap();
+    bootstrap::https::request(
+        &format!("127.0.0.1:{}", cloud.hub().https_addr().unwrap().port()),
+        std::sync::Arc::new(tls),
+        http::Method::POST,
+        bootstrap::paths::EDGE_CERT,
+        &[],
+        csr.into_bytes(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap()
+}
+
+fn connected(edge: &Edge) -> bool {
+    matches!(
+        *edge.running.hub().unwrap().state().borrow(),
+        edgehub::LinkState::Connected { .. }
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_node_is_cut_off_and_its_name_may_join_again_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let cloud = Cloud::init(dir.path(), &[]).await;
+    let token = cloud.token("1h").await;
+    cloud
+        .join(dir.path(), "gone", &token, "127.0.0.1")
+        .await
+        .unwrap();
+    let old = edge(dir.path(), "gone").await;
+    linked(&old).await;
+    let client = cloud.kube().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    eventually("the node's Node exists", Duration::from_secs(10), || {
+        let nodes = nodes.clone();
+        async move { nodes.get_opt("gone").await.unwrap().is_some() }
+    })
+    .await;
+
+    let revoke: Vec<String> = [
+        "keadm",
+        "revoke",
+        "--config-dir",
+        &cloud.config_dir.display().to_string(),
+        "gone",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    keadm(&revoke).await.unwrap();
+    eventually(
+        "the revoked node's session closes",
+        Duration::from_secs(10),
+        || {
+            let up = connected(&old);
+            async move { !up }
+        },
+    )
+    .await;
+    let connects = || {
+        old.running
+            .hub()
+            .unwrap()
+            .stats()
+            .connects
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = connects();
+    let resp = renew_with_old_cert(&cloud, dir.path(), "gone").await;
+    assert_eq!(resp.status, 403, "{}", String::from_utf8_lossy(&resp.body));
+    assert!(String::from_utf8_lossy(&resp.body).contains("was revoked at"));
+    // A few seconds of reconnect attempts (edgehub retries within 1-2 s) get nowhere, and the
+    // Node is not registered again.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!connected(&old), "reconnects are refused");
+    assert_eq!(connects(), before, "no session was admitted");
+    assert!(
+        nodes.get_opt("gone").await.unwrap().is_none(),
+        "not registered again"
+    );
+    let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
+    assert!(csrs.get_opt("kubeedge-node-gone").await.unwrap().is_none());
+
+    // The same name joins afresh (another machine, a new token): accepted, registered; the old
+    // certificate stays refused.
+    let token = cloud.token("1h").await;
+    let again = dir.path().join("again");
+    cloud
+        .join(&again, "gone", &token, "127.0.0.1")
+        .await
+        .unwrap();
+    let new = edge(&again, "gone").await;
+    linked(&new).await;
+    eventually(
+        "the Node is registered again",
+        Duration::from_secs(10),
+        || {
+            let nodes = nodes.clone();
+            async move { nodes.get_opt("gone").await.unwrap().is_some() }
+        },
+    )
+    .await;
+    assert_eq!(
+        renew_with_old_cert(&cloud, dir.path(), "gone").await.status,
+        403
+    );
+    assert!(!connected(&old));
+    assert!(connected(&new));
+    old.stop().await;
+    new.stop().await;
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_clock_far_ahead_renews_a_bounded_number_of_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let cloud = Cloud::init(dir.path(), &["modules.cloudHub.edgeCertSigningDuration=1h"]).await;
+    let token = cloud.token("1h").await;
+    cloud
+        .join(dir.path(), "ahead", &token, "127.0.0.1")
+        .await
+        .unwrap();
+    let path = dir.path().join("ahead/etc/config/edgecore.yaml");
+    let mut config: edgecore::Config = daemon::load_yaml(&path).unwrap();
+    // 400 days ahead: by this clock every certificate the cloud issues has long expired.
+    config.modules.edge_hub.clock_offset_secs = 400 * 86400;
+    let edge = e2e::edge(config).await;
+    linked(&edge).await;
+    let stats = edge.running.hub().unwrap().stats();
+    let renewals = || stats.renewals.load(std::sync::atomic::Ordering::Relaxed);
+    eventually(
+        "the edge renews once (its clock says the certificate is due)",
+        Duration::from_secs(10),
+        || {
+            let n = renewals();
+            async move { n >= 1 }
+        },
+    )
+    .await;
+    // Then it follows the cloud's clock: nothing more is due for 42 minutes or so. (The hot
+    // loop this replaces renewed thousands of times in such a window.)
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(renewals() <= 2, "{} renewals", renewals());
+    let connects = stats.connects.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(connects <= 3, "{connects} connections");
     linked(&edge).await;
     edge.stop().await;
     cloud.stop().await;

@@ -44,6 +44,12 @@ pub enum HttpsError {
         host: String,
         detail: String,
     },
+    /// The server's certificate is not valid yet by this machine's clock.
+    #[error("TLS with {addr} failed: {behind}")]
+    ClockBehind {
+        addr: String,
+        behind: pki::ClockBehind,
+    },
     /// The TLS handshake failed for another reason.
     #[error("TLS with {addr} failed: {source}")]
     Tls {
@@ -61,6 +67,21 @@ pub enum HttpsError {
     /// No answer in time.
     #[error("{addr} did not answer within {after:?}")]
     Timeout { addr: String, after: Duration },
+}
+
+/// The server's time when it answered (its `Date` header), Unix seconds.
+pub fn server_time(resp: &Response) -> Option<i64> {
+    let date = resp.headers.get(http::header::DATE)?.to_str().ok()?;
+    jiff::fmt::rfc2822::DateTimeParser::new()
+        .parse_timestamp(date)
+        .ok()
+        .map(|t| t.as_second())
+}
+
+/// How far this clock (`local`, Unix seconds, read when the answer arrived) is ahead of the
+/// server's (negative: behind), if the answer carries the server's time.
+pub fn clock_skew(resp: &Response, local: i64) -> Option<i64> {
+    server_time(resp).map(|server| local - server)
 }
 
 /// Splits `host:port` (`[v6]:port` too) and returns the host as a TLS server name.
@@ -156,6 +177,12 @@ async fn exchange(
 }
 
 fn tls_error(addr: &str, host: &str, source: std::io::Error) -> HttpsError {
+    if let Some(behind) = pki::clock_behind(&source) {
+        return HttpsError::ClockBehind {
+            addr: addr.into(),
+            behind,
+        };
+    }
     let mismatch = source
         .get_ref()
         .and_then(|e| e.downcast_ref::<rustls::Error>())
@@ -257,7 +284,29 @@ impl ServerCertVerifier for Capture {
 
 #[cfg(test)]
 mod tests {
-    use super::host_of;
+    use super::{Response, clock_skew, host_of, server_time};
+
+    #[test]
+    fn the_server_time_is_read_from_the_date_header() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::DATE,
+            "Thu, 01 Jan 1970 00:16:40 GMT".parse().unwrap(),
+        );
+        let resp = Response {
+            status: 200,
+            headers,
+            body: Vec::new(),
+        };
+        assert_eq!(server_time(&resp), Some(1000));
+        assert_eq!(clock_skew(&resp, 1400), Some(400));
+        let bare = Response {
+            status: 200,
+            headers: http::HeaderMap::new(),
+            body: Vec::new(),
+        };
+        assert_eq!(server_time(&bare), None);
+    }
 
     #[test]
     fn the_host_of_an_address_is_its_name_or_ip() {

@@ -32,6 +32,9 @@ pub const CA_CONFIGMAP: &str = "cloudhub-ca";
 /// signerName of the join records.
 pub const SIGNER: &str = "kubeedge.io/edge-node";
 
+/// Compared against when no token has the id asked for.
+const UNKNOWN_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
 /// A token as stored (never its secret).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenInfo {
@@ -43,21 +46,19 @@ pub struct TokenInfo {
     secret_hash: String,
 }
 
-/// Why a credential is refused: each case is told apart, since a stale token is the usual
-/// reason a join fails.
+/// Why a credential is refused: expiry and revocation are told apart (a stale token is the usual
+/// reason a join fails), but only to a caller holding the right secret.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// Not a token at all.
     #[error(transparent)]
     Malformed(#[from] Malformed),
-    /// No token with this id exists (never issued here, or deleted).
+    /// No token with this id exists (never issued here, or deleted), or the secret is not its
+    /// secret: one answer for both, so that guesses do not reveal which ids exist.
     #[error(
-        "token {id} is unknown: it was not issued by this cloud or has been deleted (get a new one with `keadm gettoken`)"
+        "the token is not valid: no such token exists or its secret does not match (get a new one with `keadm gettoken`)"
     )]
-    Unknown { id: String },
-    /// The id exists but the secret is not its secret.
-    #[error("token {id}: the secret does not match")]
-    WrongSecret { id: String },
+    Invalid { id: String },
     /// Past its expiry.
     #[error("token {id} expired at {at} (get a new one with `keadm gettoken`)")]
     Expired { id: String, at: Timestamp },
@@ -215,7 +216,11 @@ pub async fn check_token(
     let id = credential.id.clone();
     let secret = match api.get_opt(&secret_name(&id)).await {
         Ok(Some(s)) if s.type_.as_deref() == Some(TOKEN_TYPE) => s,
-        Ok(_) => return Ok(Err(Refusal::Unknown { id })),
+        Ok(_) => {
+            // As much work as a wrong secret costs, so the time taken does not tell them apart.
+            let _ = constant_time_eq(&credential.secret_hash(), UNKNOWN_HASH);
+            return Ok(Err(Refusal::Invalid { id }));
+        }
         Err(e) => return Err(api_err(format!("reading token {id}"))(e)),
     };
     let info = read_info(&secret)?;
@@ -262,7 +267,7 @@ impl TokenInfo {
     pub fn admits(&self, credential: &Credential, now: Timestamp) -> Result<(), Refusal> {
         let id = self.id.clone();
         if !constant_time_eq(&credential.secret_hash(), &self.secret_hash) {
-            return Err(Refusal::WrongSecret { id });
+            return Err(Refusal::Invalid { id });
         }
         if let Some(at) = self.revoked {
             return Err(Refusal::Revoked { id, at });
@@ -351,7 +356,7 @@ pub async fn already_joined(
     node: &str,
 ) -> Result<Option<String>, StoreError> {
     let again = format!(
-        "to join it again, remove it first: `kubectl delete node {node}; kubectl delete csr {}`, then run `keadm reset` on the old machine",
+        "to join it again, remove it first: `keadm revoke {node}` on the cloud (or `kubectl delete node {node}; kubectl delete csr {}`, which leaves its old certificate valid), then run `keadm reset` on the old machine",
         record_name(node)
     );
     let nodes: Api<Node> = Api::all(client.clone());

@@ -34,6 +34,7 @@ pub struct Conn {
     transport: Transport,
     remote_addr: SocketAddr,
     peer_node: Option<String>,
+    peer_cert: Option<pki::Der<'static>>,
     sink: FrameSink,
     stream: FrameStream,
     bytes: ByteCounters,
@@ -280,11 +281,11 @@ impl Incoming {
                     .map(|conn| (Transport::Quic, conn))
             }
         };
-        let (transport, (sink, stream, peer_node)) = established?;
+        let (transport, (sink, stream, peer_cert)) = established?;
         Ok(Conn::new(
             transport,
             remote_addr,
-            peer_node,
+            peer_cert,
             limits,
             sink,
             stream,
@@ -306,7 +307,7 @@ impl Conn {
     fn new(
         transport: Transport,
         remote_addr: SocketAddr,
-        peer_node: Option<String>,
+        peer_cert: Option<pki::Der<'static>>,
         limits: Limits,
         sink: SinkInner,
         stream: StreamInner,
@@ -315,7 +316,8 @@ impl Conn {
         Conn {
             transport,
             remote_addr,
-            peer_node,
+            peer_node: peer_cert.as_ref().and_then(pki::node_name),
+            peer_cert,
             sink: FrameSink {
                 inner: sink,
                 limits,
@@ -335,6 +337,11 @@ impl Conn {
     /// side, or when the certificate is not a node certificate.
     pub fn peer_node(&self) -> Option<&str> {
         self.peer_node.as_deref()
+    }
+
+    /// The client certificate the peer presented (server side), as rustls verified it.
+    pub fn peer_certificate(&self) -> Option<&pki::Der<'static>> {
+        self.peer_cert.as_ref()
     }
 
     pub fn remote_addr(&self) -> SocketAddr {

@@ -175,14 +175,14 @@ impl Incoming {
     pub(crate) async fn establish(
         self,
         limits: Limits,
-    ) -> Result<(SinkInner, StreamInner, Option<String>), LinkError> {
+    ) -> Result<(SinkInner, StreamInner, Option<CertificateDer<'static>>), LinkError> {
         let conn = self.incoming.accept()?.await?;
-        let peer_node = peer_node(&conn);
+        let peer_cert = peer_cert(&conn);
         let (mut send, mut recv) = conn.accept_bi().await?;
         read_preamble(&mut recv).await?;
         send.write_all(QUIC_PREAMBLE).await?;
         let (sink, stream) = halves(conn, send, recv, limits.max_frame, None);
-        Ok((sink, stream, peer_node))
+        Ok((sink, stream, peer_cert))
     }
 }
 
@@ -367,11 +367,11 @@ fn idle_timeout() -> IdleTimeout {
     IdleTimeout::try_from(IDLE_TIMEOUT).expect("the idle timeout fits a varint")
 }
 
-/// The node name from the client certificate rustls verified during the handshake.
-fn peer_node(conn: &Connection) -> Option<String> {
+/// The client certificate rustls verified during the handshake.
+fn peer_cert(conn: &Connection) -> Option<CertificateDer<'static>> {
     let identity = conn.peer_identity()?;
     let chain = identity.downcast::<Vec<CertificateDer<'static>>>().ok()?;
-    pki::node_name(chain.first()?)
+    chain.into_iter().next()
 }
 
 /// The peer closed with the orderly code, or this end closed the connection itself.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
-use rustls::pki_types::ServerName;
+use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_rustls::{TlsAcceptor, TlsConnector, TlsStream};
@@ -114,18 +114,18 @@ impl Incoming {
     pub(crate) async fn establish(
         self,
         limits: Limits,
-    ) -> Result<(SinkInner, StreamInner, Option<String>), LinkError> {
+    ) -> Result<(SinkInner, StreamInner, Option<CertificateDer<'static>>), LinkError> {
         let stream = self
             .acceptor
             .accept(self.tcp)
             .await
             .map_err(LinkError::Tls)?;
-        let peer_node = stream
+        let peer_cert = stream
             .get_ref()
             .1
             .peer_certificates()
             .and_then(|chain| chain.first())
-            .and_then(pki::node_name);
+            .map(|leaf| leaf.clone().into_owned());
         let ws = tokio_tungstenite::accept_async_with_config(
             TlsStream::Server(stream),
             Some(ws_config(limits.max_frame)),
@@ -133,7 +133,7 @@ impl Incoming {
         .await
         .map_err(handshake_error)?;
         let (sink, stream) = halves(ws, limits.max_frame);
-        Ok((sink, stream, peer_node))
+        Ok((sink, stream, peer_cert))
     }
 }
 

@@ -34,4 +34,10 @@ pub enum PkiError {
     /// A certificate signing request is malformed or asks for a name it may not have.
     #[error("certificate signing request refused: {0}")]
     Csr(String),
+    /// A certificate signing request's key is of a kind the CA does not take.
+    #[error("certificate signing request refused: unsupported {kind} (supported: {supported})")]
+    UnsupportedKey {
+        kind: String,
+        supported: &'static str,
+    },
 }

@@ -17,7 +17,10 @@ use rcgen::{
 use rustls::pki_types::CertificateDer;
 
 pub use error::PkiError;
-pub use tls::{client_config, server_config, server_config_optional_client};
+pub use rustls::pki_types::CertificateDer as Der;
+pub use tls::{
+    ClockBehind, client_config, clock_behind, server_config, server_config_optional_client,
+};
 
 /// CN prefix of node certificates.
 pub const NODE_CN_PREFIX: &str = "system:node:";
@@ -124,8 +127,20 @@ impl Ca {
         node: &str,
         validity: Duration,
     ) -> Result<String, PkiError> {
-        let csr = CertificateSigningRequestParams::from_pem(csr_pem)
-            .map_err(|e| PkiError::Csr(format!("unreadable CSR: {e}")))?;
+        self.sign_node_csr_after(csr_pem, node, validity, None)
+    }
+
+    /// [`Ca::sign_node_csr`] with the certificate's notBefore no earlier than `not_before_floor`
+    /// (Unix seconds): a node revoked at that time gets a certificate the revocation does not
+    /// cover (see [`revoked_by`]).
+    pub fn sign_node_csr_after(
+        &self,
+        csr_pem: &str,
+        node: &str,
+        validity: Duration,
+        not_before_floor: Option<i64>,
+    ) -> Result<String, PkiError> {
+        let csr = parse_csr(csr_pem)?;
         let asked = match csr.params.distinguished_name.get(&DnType::CommonName) {
             Some(rcgen::DnValue::Utf8String(s)) => Some(s.clone()),
             Some(rcgen::DnValue::PrintableString(s)) => Some(s.as_str().to_string()),
@@ -141,6 +156,11 @@ impl Ca {
         params.distinguished_name = name(&want, Some(NODES_GROUP));
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         set_validity(&mut params, validity);
+        if let Some(floor) = not_before_floor
+            && params.not_before.unix_timestamp() < floor
+        {
+            params.not_before = (std::time::UNIX_EPOCH + Duration::from_secs(floor as u64)).into();
+        }
         let signed = CertificateSigningRequestParams {
             params,
             public_key: csr.public_key,
@@ -176,8 +196,7 @@ pub fn server_hosts(addresses: &[std::net::IpAddr], dns_names: &[String]) -> Vec
 
 /// The node a CSR asks a certificate for: its common name after `system:node:`.
 pub fn csr_node_name(csr_pem: &str) -> Result<String, PkiError> {
-    let csr = CertificateSigningRequestParams::from_pem(csr_pem)
-        .map_err(|e| PkiError::Csr(format!("unreadable CSR: {e}")))?;
+    let csr = parse_csr(csr_pem)?;
     let cn = match csr.params.distinguished_name.get(&DnType::CommonName) {
         Some(rcgen::DnValue::Utf8String(s)) => s.clone(),
         Some(rcgen::DnValue::PrintableString(s)) => s.as_str().to_string(),
@@ -208,13 +227,66 @@ pub fn valid_node_name(name: &str) -> bool {
 
 /// The validity window of a certificate, as seconds since the Unix epoch.
 pub fn validity(cert_pem: &str) -> Result<(i64, i64), PkiError> {
-    let der = first_cert(cert_pem)?;
+    validity_der(&first_cert(cert_pem)?)
+}
+
+/// [`validity`] of a DER certificate.
+pub fn validity_der(der: &CertificateDer<'_>) -> Result<(i64, i64), PkiError> {
     let (_, parsed) =
         x509_parser::parse_x509_certificate(der.as_ref()).map_err(|_| PkiError::Pem {
             what: "certificate",
         })?;
     let v = parsed.validity();
     Ok((v.not_before.timestamp(), v.not_after.timestamp()))
+}
+
+/// Whether a certificate valid from `not_before` (Unix seconds) is covered by a revocation of
+/// its node at `revoked_at`: every certificate issued before the revocation is, one issued
+/// after it is not (the certificate service starts those at `revoked_at` or later).
+pub fn revoked_by(not_before: i64, revoked_at: i64) -> bool {
+    not_before < revoked_at
+}
+
+/// Key algorithms a node's CSR may use: those ring verifies and rustls accepts in a client
+/// certificate.
+pub const SUPPORTED_KEYS: &str = "ECDSA P-256, ECDSA P-384, RSA, Ed25519";
+
+/// Refuses a CSR whose key is of a kind this CA cannot verify or the hubs cannot use, naming
+/// the kind, before its signature is checked (which would only say it is invalid).
+pub fn check_csr_key(csr_pem: &str) -> Result<(), PkiError> {
+    use rustls::pki_types::pem::PemObject as _;
+    use x509_parser::prelude::FromDer as _;
+    let der = rustls::pki_types::CertificateSigningRequestDer::from_pem_slice(csr_pem.as_bytes())
+        .map_err(|_| PkiError::Csr("unreadable CSR: no CERTIFICATE REQUEST in PEM".into()))?;
+    let (_, csr) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(der.as_ref())
+            .map_err(|e| PkiError::Csr(format!("unreadable CSR: {e}")))?;
+    let spki = &csr.certification_request_info.subject_pki;
+    let algorithm = spki.algorithm.algorithm.to_id_string();
+    let kind = match algorithm.as_str() {
+        "1.2.840.113549.1.1.1" | "1.3.101.112" => return Ok(()),
+        "1.2.840.10045.2.1" => {
+            let curve = spki
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.as_oid().ok())
+                .map(|o| o.to_id_string());
+            match curve.as_deref() {
+                Some("1.2.840.10045.3.1.7" | "1.3.132.0.34") => return Ok(()),
+                Some("1.3.132.0.35") => "curve P-521".to_string(),
+                Some("1.3.132.0.10") => "curve secp256k1".to_string(),
+                Some(other) => format!("elliptic curve {other}"),
+                None => "an elliptic curve key without a named curve".to_string(),
+            }
+        }
+        "1.3.101.113" => "Ed448".to_string(),
+        other => format!("key algorithm {other}"),
+    };
+    Err(PkiError::UnsupportedKey {
+        kind,
+        supported: SUPPORTED_KEYS,
+    })
 }
 
 /// A new key and a CSR for node `node` (what `keadm join` sends to the cert service).
@@ -271,6 +343,13 @@ pub fn certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, PkiError> {
         .map_err(|_| PkiError::Pem {
             what: "certificate",
         })
+}
+
+/// A CSR whose key kind is supported, parsed and its signature checked.
+fn parse_csr(csr_pem: &str) -> Result<CertificateSigningRequestParams, PkiError> {
+    check_csr_key(csr_pem)?;
+    CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| PkiError::Csr(format!("unreadable CSR: {e}")))
 }
 
 fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {

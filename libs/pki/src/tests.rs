@@ -164,3 +164,74 @@ fn a_ca_round_trips_through_files() {
         Err(PkiError::Pem { .. })
     ));
 }
+
+/// A CSR for `system:node:edge-521` with a P-521 key (made with `openssl req -newkey ec
+/// -pkeyopt ec_paramgen_curve:P-521`).
+const P521_CSR: &str = "-----BEGIN CERTIFICATE REQUEST-----
+MIIBeTCB2wIBADA2MR0wGwYDVQQDDBRzeXN0ZW06bm9kZTplZGdlLTUyMTEVMBMG
+A1UECgwMc3lzdGVtOm5vZGVzMIGbMBAGByqGSM49AgEGBSuBBAAjA4GGAAQBaJwQ
+8fgiGuiVrpHeRxO/xIU5u/RqEJpKEVG2vux5NcPTtOgfvDsHk4MFhvfvV8nOzGy9
+wEQtgs3s8W0TW7n37gIALlo0Be8b0BrqUcLNFYAP5cUKhmxb3bVj3PmPe42RdSkn
+J3OD6lTxNq+p+ROxali2s/6oqLv8c+02otWzImgdgtSgADAKBggqhkjOPQQDAgOB
+jAAwgYgCQgFR0RvYypHabDeWcaV/5bkIu65ACYeP5hUgC4kNS/Je8m1+kvMniy4Q
+BVvmYswir+bpt3sbWAJsk8A/xAGF4tLpUwJCASwCGoKWUd6v9MF9nP3C1TKneu+r
+NV08g7fsxLJ9aEtxlGwKLC3uy4B36679IbjTy8Lkd2mqEbSxTSlvNYumem7q
+-----END CERTIFICATE REQUEST-----
+";
+
+#[test]
+fn a_csr_with_an_unsupported_curve_is_refused_naming_the_curve() {
+    let ca = Ca::generate("test-ca", DAY).unwrap();
+    for err in [
+        csr_node_name(P521_CSR).unwrap_err(),
+        ca.sign_node_csr(P521_CSR, "edge-521", DAY).unwrap_err(),
+    ] {
+        let text = err.to_string();
+        assert!(text.contains("unsupported curve P-521"), "{text}");
+        assert!(
+            text.contains("supported: ECDSA P-256, ECDSA P-384, RSA, Ed25519"),
+            "{text}"
+        );
+        assert!(!text.contains("signature"), "{text}");
+    }
+    let (csr, _) = node_csr("edge-256").unwrap();
+    check_csr_key(&csr).expect("the CSRs keadm makes (P-256) are supported");
+}
+
+#[test]
+fn a_certificate_signed_after_a_revocation_starts_at_or_after_it() {
+    let ca = Ca::generate("test-ca", DAY).unwrap();
+    let (csr, _) = node_csr("edge-5").unwrap();
+    let plain = ca.sign_node_csr(&csr, "edge-5", DAY).unwrap();
+    let (from, _) = validity(&plain).unwrap();
+    // Signed just now: backdated a little, so a revocation a second ago would cover it.
+    let revoked_at = from + 10;
+    assert!(revoked_by(from, revoked_at));
+    let after = ca
+        .sign_node_csr_after(&csr, "edge-5", DAY, Some(revoked_at))
+        .unwrap();
+    let (from, until) = validity(&after).unwrap();
+    assert_eq!(from, revoked_at);
+    assert!(!revoked_by(from, revoked_at));
+    assert!(until > from);
+}
+
+#[test]
+fn a_not_yet_valid_certificate_error_names_both_times() {
+    let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidYetContext {
+        time: rustls::pki_types::UnixTime::since_unix_epoch(std::time::Duration::from_secs(1000)),
+        not_before: rustls::pki_types::UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+            1600,
+        )),
+    });
+    let io = std::io::Error::new(std::io::ErrorKind::InvalidData, tls);
+    let found = clock_behind(&io).expect("found inside the io error");
+    assert_eq!(found.behind_secs(), 600);
+    assert!(
+        found
+            .to_string()
+            .contains("at least 600 s behind the cloud")
+    );
+    let other = std::io::Error::other("refused");
+    assert_eq!(clock_behind(&other), None);
+}

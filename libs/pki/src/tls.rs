@@ -70,6 +70,59 @@ pub fn client_config(
     Ok(config)
 }
 
+/// A certificate refused as not valid yet: the local clock is behind the clock of the one who
+/// issued it (a freshly issued certificate starts at most minutes before its issuer's now).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockBehind {
+    /// This clock, Unix seconds.
+    pub local: i64,
+    /// The certificate's notBefore, Unix seconds.
+    pub not_before: i64,
+}
+
+impl ClockBehind {
+    /// How far this clock is at least behind the issuer's.
+    pub fn behind_secs(&self) -> i64 {
+        self.not_before - self.local
+    }
+}
+
+impl std::fmt::Display for ClockBehind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the edge clock is at least {} s behind the cloud: the cloud's certificate is valid from Unix time {} but this clock reads {}; set this machine's time (NTP)",
+            self.behind_secs(),
+            self.not_before,
+            self.local
+        )
+    }
+}
+
+/// Whether `error` (or one of its sources, e.g. an `io::Error` wrapping a rustls error) is a
+/// certificate refused as not valid yet, with the two times.
+pub fn clock_behind(error: &(dyn std::error::Error + 'static)) -> Option<ClockBehind> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let found = e.downcast_ref::<rustls::Error>().or_else(|| {
+            e.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidYetContext { time, not_before },
+        )) = found
+        {
+            return Some(ClockBehind {
+                local: time.as_secs() as i64,
+                not_before: not_before.as_secs() as i64,
+            });
+        }
+        next = e.source();
+    }
+    None
+}
+
 /// Whether `ca_pem` is a usable set of trust anchors.
 pub(crate) fn check_roots(ca_pem: &str) -> Result<(), PkiError> {
     roots(ca_pem).map(drop)

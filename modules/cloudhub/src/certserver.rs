@@ -6,13 +6,17 @@
 //!   be neither expired nor revoked, and the node name must not have joined before (a record per
 //!   joined node, see [`bootstrap::store`]); each refusal says which of these failed.
 //! - over mutual TLS with a certificate this CA signed for the same node: a renewal, no token.
+//!   Refused (403) when the node was revoked after that certificate was issued
+//!   ([`bootstrap::revoke`]), and held back (429) when the node renewed within the renewal
+//!   window and its certificate is not near its end ([`certlimit::Renewals`]).
 //!
-//! Failed attempts are rate limited per client address: after [`BURST`] failures, further
-//! requests from that address get 429 with `Retry-After` until the allowance refills (one
-//! attempt every [`REFILL`]). Refusals carry a Kubernetes `Status` body.
+//! A token that does not exist and one whose secret is wrong get the same answer, so guesses do
+//! not reveal which token ids exist. Failed attempts are rate limited per client address and
+//! overall ([`certlimit::Failures`]): 429 with `Retry-After` until the allowance refills.
+//! Refusals carry a Kubernetes `Status` body. Every answer carries the service's clock in its
+//! `Date` header, which the edge compares with its own.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,28 +30,16 @@ use kapi::{Connection, PeerCertificate, RemoteAddr};
 use pki::Ca;
 use tokio::net::TcpListener;
 
+use crate::certlimit::{Failures, HeldBack, Renewals};
 use crate::error::HubError;
-
-/// Failed attempts an address may make before it is held back.
-pub const BURST: u32 = 5;
-/// One more attempt is allowed after each such pause.
-pub const REFILL: Duration = Duration::from_secs(10);
-/// Most addresses remembered; the fullest allowances are forgotten first.
-const MAX_TRACKED: usize = 10_000;
 
 /// What the routes share.
 struct Service {
     ca: Ca,
     kube: Option<kube::Client>,
     validity: Duration,
-    failures: Mutex<HashMap<IpAddr, Allowance>>,
-}
-
-/// A token bucket of failed attempts.
-#[derive(Clone, Copy, Debug)]
-struct Allowance {
-    left: f64,
-    at: Instant,
+    failures: Mutex<Failures>,
+    renewals: Mutex<Renewals>,
 }
 
 /// Binds the certificate service's listener; serving starts at once on `tasks`.
@@ -83,7 +75,8 @@ pub(crate) async fn start(
         ca,
         kube,
         validity,
-        failures: Mutex::new(HashMap::new()),
+        failures: Mutex::new(Failures::new(Instant::now())),
+        renewals: Mutex::new(Renewals::default()),
     });
     let app = Router::new()
         .route(paths::CA, get(ca_cert))
@@ -139,19 +132,13 @@ async fn edge_cert(
     body: String,
 ) -> Response {
     let ip = remote.ip();
-    if let Some(wait) = service.held_back(ip, Instant::now()) {
-        let secs = wait.as_secs().max(1);
-        let mut resp = status(
-            StatusCode::TOO_MANY_REQUESTS,
-            "TooManyRequests",
-            &format!("too many failed attempts from {ip}: retry in {secs}s"),
-        );
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        return resp;
+    let held = service.lock_failures().held_back(ip, Instant::now());
+    if let Some(held) = held {
+        return too_many(held);
     }
-    let outcome = match peer.and_then(|Extension(c)| pki::node_name(&c.0)) {
-        Some(node) => service.renew(&node, &body),
+    let peer = peer.and_then(|Extension(c)| pki::node_name(&c.0).map(|node| (node, c.0)));
+    let outcome = match peer {
+        Some((node, cert)) => service.renew(&node, &cert, &body).await,
         None => service.join(&headers, &body).await,
     };
     match outcome {
@@ -162,10 +149,17 @@ async fn edge_cert(
         }
         Err(failure) => {
             if failure.counts {
-                service.failed(ip, Instant::now());
+                service.lock_failures().failed(ip, Instant::now());
             }
             tracing::info!(%remote, reason = failure.reason, message = %failure.message, "certificate request refused");
-            status(failure.code, failure.reason, &failure.message)
+            let mut resp = status(failure.code, failure.reason, &failure.message);
+            if let Some(wait) = failure.retry_after {
+                resp.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(wait.as_secs().max(1)),
+                );
+            }
+            resp
         }
     }
 }
@@ -177,62 +171,108 @@ struct Failure {
     message: String,
     /// Whether it counts against the address's allowance (a wrong credential does).
     counts: bool,
+    /// When to ask again, if that can help.
+    retry_after: Option<Duration>,
 }
 
 impl Failure {
-    fn bad_csr(e: pki::PkiError) -> Failure {
+    fn new(code: StatusCode, reason: &'static str, message: String, counts: bool) -> Failure {
         Failure {
-            code: StatusCode::BAD_REQUEST,
-            reason: "BadRequest",
-            message: e.to_string(),
-            counts: true,
+            code,
+            reason,
+            message,
+            counts,
+            retry_after: None,
         }
+    }
+
+    fn bad_csr(e: pki::PkiError) -> Failure {
+        Failure::new(StatusCode::BAD_REQUEST, "BadRequest", e.to_string(), true)
     }
 
     fn unavailable(e: impl std::fmt::Display) -> Failure {
-        Failure {
-            code: StatusCode::SERVICE_UNAVAILABLE,
-            reason: "ServiceUnavailable",
-            message: format!("the Kubernetes API cannot be used: {e}"),
-            counts: false,
-        }
+        let message = format!("the Kubernetes API cannot be used: {e}");
+        Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            message,
+            false,
+        )
+    }
+
+    fn forbidden(message: String) -> Failure {
+        Failure::new(StatusCode::FORBIDDEN, "Forbidden", message, true)
     }
 
     fn refused(r: Refusal) -> Failure {
-        Failure {
-            code: StatusCode::UNAUTHORIZED,
-            reason: match &r {
-                Refusal::Malformed(_) => "TokenMalformed",
-                Refusal::Unknown { .. } => "TokenUnknown",
-                Refusal::WrongSecret { .. } => "TokenInvalid",
-                Refusal::Expired { .. } => "TokenExpired",
-                Refusal::Revoked { .. } => "TokenRevoked",
-            },
-            message: r.to_string(),
-            counts: true,
-        }
+        let reason = match &r {
+            Refusal::Malformed(_) => "TokenMalformed",
+            // One reason and one message whether the id exists or not.
+            Refusal::Invalid { .. } => "TokenInvalid",
+            Refusal::Expired { .. } => "TokenExpired",
+            Refusal::Revoked { .. } => "TokenRevoked",
+        };
+        Failure::new(StatusCode::UNAUTHORIZED, reason, r.to_string(), true)
     }
 }
 
 impl Service {
-    /// Renewal: the CSR must be for the node whose certificate the client presented.
-    fn renew(&self, node: &str, csr: &str) -> Result<(String, String), Failure> {
+    fn lock_failures(&self) -> std::sync::MutexGuard<'_, Failures> {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_renewals(&self) -> std::sync::MutexGuard<'_, Renewals> {
+        self.renewals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Renewal: the CSR must be for the node whose certificate `cert` the client presented,
+    /// that certificate not revoked, and the node not renewing again too soon.
+    async fn renew(
+        &self,
+        node: &str,
+        cert: &pki::Der<'static>,
+        csr: &str,
+    ) -> Result<(String, String), Failure> {
         let asked = pki::csr_node_name(csr).map_err(Failure::bad_csr)?;
         if asked != node {
-            return Err(Failure {
-                code: StatusCode::FORBIDDEN,
-                reason: "Forbidden",
-                message: format!(
-                    "node {node:?} may renew only its own certificate, not one for {asked:?}"
-                ),
-                counts: true,
-            });
+            return Err(Failure::forbidden(format!(
+                "node {node:?} may renew only its own certificate, not one for {asked:?}"
+            )));
         }
+        let presented = pki::validity_der(cert).map_err(Failure::bad_csr)?;
+        let revoked_at = self.revoked_at(node).await?;
+        if let Some(at) = revoked_at.filter(|at| pki::revoked_by(presented.0, *at)) {
+            return Err(Failure::forbidden(revoked(node, at)));
+        }
+        let wall = Timestamp::now().as_second();
+        self.lock_renewals()
+            .check(node, Instant::now(), self.validity, presented, wall)
+            .map_err(|held| Failure {
+                retry_after: Some(held.wait),
+                ..Failure::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "TooManyRequests",
+                    held.message,
+                    false,
+                )
+            })?;
         let cert = self
             .ca
-            .sign_node_csr(csr, node, self.validity)
+            .sign_node_csr_after(csr, node, self.validity, revoked_at)
             .map_err(Failure::bad_csr)?;
+        self.lock_renewals().renewed(node, Instant::now());
         Ok((node.to_string(), cert))
+    }
+
+    /// When `node` was revoked, if it was (never without a Kubernetes API).
+    async fn revoked_at(&self, node: &str) -> Result<Option<i64>, Failure> {
+        let Some(client) = &self.kube else {
+            return Ok(None);
+        };
+        let revocations = bootstrap::revoke::revocations(client)
+            .await
+            .map_err(Failure::unavailable)?;
+        Ok(revocations.revoked_at(node))
     }
 
     /// A join with a bootstrap token.
@@ -242,12 +282,12 @@ impl Service {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         let Some(bearer) = bearer else {
-            return Err(Failure {
-                code: StatusCode::UNAUTHORIZED,
-                reason: "Unauthorized",
-                message: "no credentials: send a bootstrap token (Authorization: Bearer <token>, from `keadm gettoken`) or present the node's certificate".into(),
-                counts: true,
-            });
+            return Err(Failure::new(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                "no credentials: send a bootstrap token (Authorization: Bearer <token>, from `keadm gettoken`) or present the node's certificate".into(),
+                true,
+            ));
         };
         let credential = Credential::parse(bearer).map_err(|e| Failure::refused(e.into()))?;
         let node = pki::csr_node_name(csr).map_err(Failure::bad_csr)?;
@@ -269,7 +309,12 @@ impl Service {
             Err(StoreError::AlreadyJoined(why)) => return Err(already(why)),
             Err(e) => return Err(Failure::unavailable(e)),
         }
-        let cert = match self.ca.sign_node_csr(csr, &node, self.validity) {
+        // A node revoked before gets a certificate its revocation does not cover.
+        let revoked_at = self.revoked_at(&node).await?;
+        let cert = match self
+            .ca
+            .sign_node_csr_after(csr, &node, self.validity, revoked_at)
+        {
             Ok(c) => c,
             Err(e) => {
                 store::release(client, &node).await;
@@ -281,48 +326,33 @@ impl Service {
         }
         Ok((node, cert))
     }
-
-    /// How long `ip` must wait, if it has no failed attempt left.
-    fn held_back(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
-        let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let allowance = failures.get(&ip)?.refilled(now);
-        (allowance.left < 1.0).then(|| REFILL.mul_f64(1.0 - allowance.left))
-    }
-
-    fn failed(&self, ip: IpAddr, now: Instant) {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if failures.len() >= MAX_TRACKED && !failures.contains_key(&ip) {
-            failures.retain(|_, a| a.refilled(now).left < BURST as f64);
-            if failures.len() >= MAX_TRACKED {
-                return;
-            }
-        }
-        let entry = failures.entry(ip).or_insert(Allowance {
-            left: BURST as f64,
-            at: now,
-        });
-        *entry = entry.refilled(now);
-        entry.left = (entry.left - 1.0).max(0.0);
-    }
 }
 
 fn already(why: String) -> Failure {
-    Failure {
-        code: StatusCode::CONFLICT,
-        reason: "AlreadyExists",
-        message: why,
-        counts: false,
-    }
+    Failure::new(StatusCode::CONFLICT, "AlreadyExists", why, false)
 }
 
-impl Allowance {
-    fn refilled(self, now: Instant) -> Allowance {
-        let gained = now.saturating_duration_since(self.at).as_secs_f64() / REFILL.as_secs_f64();
-        Allowance {
-            left: (self.left + gained).min(BURST as f64),
-            at: now,
-        }
-    }
+fn revoked(node: &str, at: i64) -> String {
+    let when = Timestamp::from_second(at)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| at.to_string());
+    format!(
+        "node {node:?} was revoked at {when} (`keadm revoke`): certificates issued for it before then are not renewed; join it again with a new token"
+    )
+}
+
+/// A 429 with `Retry-After`.
+fn too_many(held: HeldBack) -> Response {
+    let mut resp = status(
+        StatusCode::TOO_MANY_REQUESTS,
+        "TooManyRequests",
+        &held.message,
+    );
+    resp.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(held.wait.as_secs().max(1)),
+    );
+    resp
 }
 
 /// A Kubernetes `Status` answer.
@@ -353,42 +383,48 @@ mod tests {
             ca: Ca::generate("test", Duration::from_secs(3600)).unwrap(),
             kube: None,
             validity: Duration::from_secs(3600),
-            failures: Mutex::new(HashMap::new()),
+            failures: Mutex::new(Failures::new(Instant::now())),
+            renewals: Mutex::new(Renewals::default()),
         }
     }
 
-    #[test]
-    fn an_address_is_held_back_after_its_burst_of_failures_and_let_in_again_later() {
-        let s = service();
-        let ip: IpAddr = [10, 0, 0, 1].into();
-        let t0 = Instant::now();
-        for _ in 0..BURST {
-            assert!(s.held_back(ip, t0).is_none());
-            s.failed(ip, t0);
-        }
-        let wait = s.held_back(ip, t0).expect("held back after the burst");
-        assert!(wait <= REFILL && wait > Duration::ZERO, "{wait:?}");
-        assert!(
-            s.held_back([10, 0, 0, 2].into(), t0).is_none(),
-            "other addresses are not"
-        );
-        assert!(
-            s.held_back(ip, t0 + REFILL).is_none(),
-            "one attempt refilled"
-        );
+    fn presented(s: &Service, node: &str) -> pki::Der<'static> {
+        let issued = s.ca.issue_node(node, s.validity).unwrap();
+        pki::first_cert(&issued.cert_pem).unwrap()
     }
 
-    #[test]
-    fn a_renewal_is_only_for_the_node_presenting_its_certificate() {
+    #[tokio::test]
+    async fn a_renewal_is_only_for_the_node_presenting_its_certificate() {
         let s = service();
         let (csr, _) = pki::node_csr("edge-1").unwrap();
-        let (node, cert) = s.renew("edge-1", &csr).map_err(|f| f.message).unwrap();
+        let (node, cert) = s
+            .renew("edge-1", &presented(&s, "edge-1"), &csr)
+            .await
+            .map_err(|f| f.message)
+            .unwrap();
         assert_eq!(node, "edge-1");
         assert_eq!(
             pki::node_name(&pki::first_cert(&cert).unwrap()).as_deref(),
             Some("edge-1")
         );
-        let other = s.renew("edge-2", &csr).expect_err("refused");
+        let other = s
+            .renew("edge-2", &presented(&s, "edge-2"), &csr)
+            .await
+            .expect_err("refused");
         assert_eq!(other.code, StatusCode::FORBIDDEN);
+    }
+
+    #[tokio::test]
+    async fn a_second_renewal_at_once_is_held_back_with_retry_after() {
+        let s = service();
+        let cert = presented(&s, "edge-1");
+        let (csr, _) = pki::node_csr("edge-1").unwrap();
+        s.renew("edge-1", &cert, &csr)
+            .await
+            .map_err(|f| f.message)
+            .unwrap();
+        let again = s.renew("edge-1", &cert, &csr).await.expect_err("too soon");
+        assert_eq!(again.code, StatusCode::TOO_MANY_REQUESTS);
+        assert!(again.retry_after.is_some_and(|w| w > Duration::ZERO));
     }
 }

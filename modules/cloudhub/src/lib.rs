@@ -28,12 +28,14 @@
 //! delivered.
 #![forbid(unsafe_code)]
 
+mod certlimit;
 mod certs;
 mod certserver;
 mod config;
 mod error;
 mod metrics;
 mod node;
+mod revoked;
 mod session;
 
 use std::net::SocketAddr;
@@ -101,6 +103,8 @@ pub(crate) struct Shared {
     handshakes_refused: AtomicU64,
     /// Connections waiting for a permit.
     handshakes_waiting: AtomicUsize,
+    /// The revoked nodes, refused at the handshake.
+    revoked: revoked::Revoked,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -153,6 +157,7 @@ impl CloudHub {
             listeners.push(l);
         }
         let tasks = TaskTracker::new();
+        let revocations = kube.clone();
         let https = match config.https.enable {
             true => Some(
                 certserver::start(
@@ -179,10 +184,14 @@ impl CloudHub {
             handshakes: Arc::new(Semaphore::new(config.max_concurrent_handshakes.max(1))),
             handshakes_refused: AtomicU64::new(0),
             handshakes_waiting: AtomicUsize::new(0),
+            revoked: revoked::Revoked::default(),
             shutdown,
             tasks,
             config,
         });
+        if let Some(client) = revocations {
+            shared.tasks.spawn(revoked::watch(shared.clone(), client));
+        }
         let handle = Handle {
             shared: shared.clone(),
             websocket,

@@ -128,6 +128,9 @@ async fn admit(incoming: Incoming, shared: &Shared) -> Result<Admitted, HubError
         return Err(HubError::NotANode);
     };
     tracing::Span::current().record("node_id", node.as_str());
+    if let Some(at) = shared.revoked.covers(&node, conn.peer_certificate()) {
+        return Err(refuse_revoked(conn, &node, at).await);
+    }
     let bytes = conn.bytes();
     // A reader task decodes frames while the session writes (reading in the session's own
     // `select!` would save the task and its channel, 1.4 KiB per session, but costs about a
@@ -162,6 +165,20 @@ async fn admit(incoming: Incoming, shared: &Shared) -> Result<Admitted, HubError
         hello,
         bytes,
     })
+}
+
+/// Refuses the session of a revoked certificate, telling the node to stay away a while.
+async fn refuse_revoked(conn: link::Conn, node: &str, at: i64) -> HubError {
+    let err = wire::HandshakeError::Refused {
+        reason: format!(
+            "node {node:?} was revoked at Unix time {at} (`keadm revoke`): its certificate is no longer accepted; join it again with a new token"
+        ),
+        retry_after: Some(std::time::Duration::from_secs(300)),
+    };
+    let (mut sink, _) = conn.split();
+    let _ = sink.send(&err.to_refuse()).await;
+    sink.close("node certificate revoked").await;
+    err.into()
 }
 
 async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), HubError> {

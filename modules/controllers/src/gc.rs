@@ -141,8 +141,11 @@ struct Graph {
     /// Owners being deleted with a finalizer this collector handles.
     finalizing: BTreeSet<String>,
     /// Every resource discovery listed, by (group, kind): its versions and scope.
-    kinds: HashMap<(String, String), Vec<(Arc<ApiResource>, bool)>>,
+    kinds: HashMap<(String, String), Vec<Served>>,
 }
+
+/// A resource discovery listed, and whether it is namespaced.
+type Served = (Arc<ApiResource>, bool);
 
 /// What the API says of an owner reference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,7 +175,7 @@ impl Graph {
 
     /// The resource of kind `kind` in `api_version`: that version if served, else another
     /// version of the same group and kind (an owner reference may name an older one).
-    fn resource_of(&self, api_version: &str, kind: &str) -> Option<(Arc<ApiResource>, bool)> {
+    fn resource_of(&self, api_version: &str, kind: &str) -> Option<Served> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let versions = self.kinds.get(&(group.to_owned(), kind.to_owned()))?;
         let exact = versions.iter().find(|(ar, _)| ar.version == version);

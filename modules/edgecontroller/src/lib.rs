@@ -406,6 +406,17 @@ impl Run<'_> {
             }
         };
         self.tasks.spawn(async move {
+            // A node revoked (`keadm revoke`) and not joined again since is not registered, even
+            // in the moments before cloudhub closes its session.
+            match bootstrap::revoke::may_register(&client, &node).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return tracing::info!(node_id = %node, "not registering the Node of a revoked node");
+                }
+                Err(e) => {
+                    return tracing::warn!(node_id = %node, error = %e, "cannot tell whether the node is revoked; not registering its Node now");
+                }
+            }
             let reply = replay::replay(&client, Caller::Cloud, &write, timeout).await;
             match reply.code {
                 201 => tracing::info!(node_id = %node, "registered the Node of a new edge node"),

@@ -55,6 +55,10 @@ pub struct Config {
     pub window: u32,
     /// Largest frame, in bytes. Default 33554432 (32 MiB).
     pub max_frame: u32,
+    /// Seconds added to this machine's clock in the certificate renewal's decisions: only tests
+    /// set it, to run an edge whose clock is skewed. Not read from YAML. Default 0.
+    #[serde(skip)]
+    pub clock_offset_secs: i64,
 }
 
 /// A transport section: `server` is one `host:port` or a list tried in turn.
@@ -122,6 +126,7 @@ impl Default for Config {
             server_name: None,
             http_server: "https://127.0.0.1:10002".into(),
             rotate_certificates: true,
+            clock_offset_secs: 0,
             websocket: Transport::default(),
             quic: Transport::default(),
             message_qps: 100,

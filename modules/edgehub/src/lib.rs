@@ -80,6 +80,8 @@ pub struct Stats {
     pub inventories: AtomicU64,
     /// Unix seconds of the last session start or ack from the cloud (0: never).
     pub last_sync: AtomicU64,
+    /// Certificate renewal requests sent.
+    pub renewals: AtomicU64,
 }
 
 // === impl EdgeHub ===
@@ -136,6 +138,11 @@ impl EdgeHub {
             },
             handle,
         ))
+    }
+
+    /// This machine's clock, Unix seconds (moved by the test-only `clock_offset_secs`).
+    fn local_now(&self) -> i64 {
+        renew::unix_now() + self.config.clock_offset_secs
     }
 
     /// The node's current TLS identity.
@@ -250,7 +257,14 @@ impl EdgeHub {
                 Ok(e) => e,
                 Err(e) => {
                     attempt += 1;
-                    tracing::warn!(%server, attempt, error = %e, cause = ?std::error::Error::source(&e).map(|c| c.to_string()), "cannot reach cloudhub");
+                    match pki::clock_behind(&e) {
+                        Some(behind) => {
+                            tracing::warn!(%server, attempt, error = %e, "cannot reach cloudhub: {behind}")
+                        }
+                        None => {
+                            tracing::warn!(%server, attempt, error = %e, cause = ?std::error::Error::source(&e).map(|c| c.to_string()), "cannot reach cloudhub")
+                        }
+                    }
                     continue;
                 }
             };
