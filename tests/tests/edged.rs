@@ -122,6 +122,21 @@ async fn a_pod_runs_is_reachable_reports_running_and_is_removed_on_delete() {
             })
     })
     .await;
+    // With the kubelet's well-known labels, which upstream DaemonSets select on.
+    eventually(
+        "the node has kubernetes.io/os and its hostname label",
+        WAIT,
+        || async {
+            let Ok(Some(n)) = nodes.get_opt("edge-run").await else {
+                return false;
+            };
+            let labels = n.metadata.labels.unwrap_or_default();
+            labels.get("kubernetes.io/os").map(String::as_str) == Some("linux")
+                && labels.get("kubernetes.io/hostname").map(String::as_str) == Some("edge-run")
+                && labels.contains_key("kubernetes.io/arch")
+        },
+    )
+    .await;
     let leases: Api<Lease> = Api::namespaced(s.cloud.kube().await, "kube-node-lease");
     eventually("the node's Lease is renewed", WAIT, || async {
         leases

@@ -53,7 +53,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
 struct NodeState {
     /// The host's part of `nodeInfo`, read once.
     info: Value,
-    /// Whether `nodeLabels` are on the Node.
+    /// Whether the kubelet's well-known labels and `nodeLabels` are on the Node.
     labelled: bool,
     /// The last status sent (without times) and when.
     sent: Option<(Value, Instant)>,
@@ -120,7 +120,7 @@ struct PressureSeen {
 
 impl NodeState {
     async fn send_status(&mut self, shared: &Shared) {
-        if !self.labelled && !shared.config.node_labels.is_empty() {
+        if !self.labelled {
             self.send_labels(shared).await;
         }
         let runtime = match shared.cri.version().await {
@@ -157,17 +157,18 @@ impl NodeState {
         }
     }
 
-    /// Puts `nodeLabels` on the Node (once it exists; retried with each status tick until it
-    /// is done).
+    /// Puts the kubelet's well-known labels and `nodeLabels` on the Node (once it exists;
+    /// retried with each status tick until it is done).
     async fn send_labels(&mut self, shared: &Shared) {
         let api: Api<Node> = Api::all(shared.client.clone());
-        let patch = Patch::Merge(json!({"metadata": {"labels": shared.config.node_labels}}));
+        let labels = node_labels(&shared.node, &shared.config.node_labels);
+        let patch = Patch::Merge(json!({"metadata": {"labels": labels}}));
         match api
             .patch(&shared.node, &PatchParams::default(), &patch)
             .await
         {
             Ok(_) => {
-                tracing::info!(node_id = %shared.node, labels = ?shared.config.node_labels, "node labels set");
+                tracing::info!(node_id = %shared.node, labels = ?labels, "node labels set");
                 self.labelled = true;
             }
             Err(e) => {
@@ -532,6 +533,28 @@ fn os_image() -> String {
         .unwrap_or_else(|| "Linux".into())
 }
 
+/// The labels a kubelet puts on its Node (`kubernetes.io/os`, `kubernetes.io/arch`,
+/// `kubernetes.io/hostname` and their deprecated `beta.` forms), then `configured` over them:
+/// upstream DaemonSets select `kubernetes.io/os: linux`.
+fn node_labels(
+    node: &str,
+    configured: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    let os = std::env::consts::OS;
+    let mut labels: std::collections::BTreeMap<String, String> = [
+        ("kubernetes.io/os", os),
+        ("kubernetes.io/arch", arch()),
+        ("kubernetes.io/hostname", node),
+        ("beta.kubernetes.io/os", os),
+        ("beta.kubernetes.io/arch", arch()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    labels.extend(configured.clone());
+    labels
+}
+
 fn arch() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "amd64",
@@ -562,6 +585,27 @@ mod tests {
         stamp_conditions(&mut third, &mut since, "t3");
         assert_eq!(third["conditions"][0]["lastTransitionTime"], "t3");
         assert_eq!(third["conditions"][1]["lastTransitionTime"], "t1");
+    }
+
+    #[test]
+    fn a_node_carries_the_kubelets_well_known_labels_under_its_configured_ones() {
+        let configured = [
+            ("site".to_owned(), "shop-1".to_owned()),
+            ("kubernetes.io/hostname".to_owned(), "h1".to_owned()),
+        ];
+        let labels = node_labels("n1", &configured.into_iter().collect());
+        assert_eq!(labels["kubernetes.io/os"], std::env::consts::OS);
+        assert_eq!(labels["kubernetes.io/arch"], arch());
+        assert_eq!(labels["beta.kubernetes.io/os"], std::env::consts::OS);
+        assert_eq!(labels["site"], "shop-1");
+        assert_eq!(
+            labels["kubernetes.io/hostname"], "h1",
+            "a configured label wins"
+        );
+        assert_eq!(
+            node_labels("n1", &Default::default())["kubernetes.io/hostname"],
+            "n1"
+        );
     }
 
     const GI: u64 = 1024 * 1024 * 1024;
