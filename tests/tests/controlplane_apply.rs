@@ -151,6 +151,33 @@ async fn kubectl_server_side_apply_owns_conflicts_forces_and_prunes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_server_side_what_it_created_with_a_port_of_no_protocol() {
+    if !e2e::recent_kubectl() {
+        return;
+    }
+    let pki = Pki::new();
+    let cloud = k8s_cloud(&pki, Ports::default()).await;
+    let kc = cloud.running.kubeconfig().unwrap().to_path_buf();
+    let file = deployment_yaml(Some(1), false) + "        ports:\n        - containerPort: 80\n";
+    ok(kubectl(&kc, &["create", "-f", "-"], Some(&file)), "create");
+    let applied = ok(
+        kubectl(
+            &kc,
+            &["apply", "--server-side", "--field-manager=x", "-f", "-"],
+            Some(&file),
+        ),
+        "apply --server-side of the created file",
+    );
+    assert!(applied.contains("serverside-applied"), "{applied}");
+    let web = get_json(&kc, "deployment/web");
+    assert!(
+        entry(&web, "x", "Apply").is_some(),
+        "x shares the fields it applied"
+    );
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kube_crate_applies_with_conflicts_force_and_dry_run() {
     let pki = Pki::new();
     let cloud = k8s_cloud(&pki, Ports::default()).await;

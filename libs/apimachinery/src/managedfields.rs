@@ -241,7 +241,10 @@ pub fn apply(
     applied.retain(|p| in_scope(scope, p));
     let mut entries = parse_entries(live);
     let mine = entries.iter().position(|e| who.is(e, "Apply"));
-    let conflicts = conflicts(&entries, mine, &applied, live, &config);
+    // Values are compared with the list keys' defaults filled in: an applied port without a
+    // protocol is the live TCP port, owned by both managers, not a conflict.
+    let compared = walker.with_default_keys(&config);
+    let conflicts = conflicts(&entries, mine, &applied, live, &compared);
     if !conflicts.is_empty() && !force {
         return Err(conflicts);
     }

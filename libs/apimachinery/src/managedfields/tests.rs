@@ -356,6 +356,33 @@ fn container_ports_are_keyed_by_port_and_protocol_tcp_by_default() {
 }
 
 #[test]
+fn applying_what_was_created_shares_a_defaulted_port_protocol_without_conflict() {
+    let mut created = deployment(1, "nginx");
+    created["spec"]["template"]["spec"]["containers"][0]["ports"] =
+        json!([{"containerPort": 80, "protocol": "TCP"}]);
+    record_update(
+        &deployments(),
+        MAIN,
+        None,
+        &mut created,
+        Some(&manager("kubectl-create")),
+        NOW,
+    );
+    // `kubectl apply --server-side` of the same file, whose port names no protocol.
+    let mut file = deployment(1, "nginx");
+    file["spec"]["template"]["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80}]);
+    let live =
+        apply_as(&created, &file, "x", false).expect("equal values are shared, not a conflict");
+    let ports = &live["spec"]["template"]["spec"]["containers"][0]["ports"];
+    assert_eq!(ports, &json!([{"containerPort": 80, "protocol": "TCP"}]));
+    let mut other = file.clone();
+    other["spec"]["template"]["spec"]["containers"][0]["ports"][0]["name"] = json!("web");
+    other["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");
+    let err = apply_as(&created, &other, "x", false).unwrap_err();
+    assert_eq!(err.len(), 1, "only the image differs: {err:?}");
+}
+
+#[test]
 fn a_workloads_selector_is_one_field() {
     let mut alice = deployment(1, "nginx");
     alice["spec"]["selector"] = json!({"matchLabels": {"app": "web", "tier": "front"}});

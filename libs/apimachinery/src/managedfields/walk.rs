@@ -227,6 +227,44 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// `obj` with each keyed list item's missing keys set to their defaults (a container
+    /// port without `protocol` gets `TCP`), as structured merge reads an applied configuration
+    /// when it compares values.
+    pub(crate) fn with_default_keys(&self, obj: &Value) -> Value {
+        let mut out = obj.clone();
+        self.default_keys_at(&mut out, &mut Vec::new());
+        out
+    }
+
+    fn default_keys_at(&self, value: &mut Value, spath: &mut Vec<String>) {
+        match value {
+            Value::Object(map) if !self.structure.atomic_map(spath) => {
+                for (name, child) in map.iter_mut() {
+                    spath.push(name.clone());
+                    self.default_keys_at(child, spath);
+                    spath.pop();
+                }
+            }
+            Value::Array(items) => {
+                let ListKind::Keyed(keys) = self.list_kind(spath, items) else {
+                    return;
+                };
+                for item in items.iter_mut() {
+                    if let Value::Object(fields) = item {
+                        for key in &keys {
+                            let missing = fields.get(&key.name).is_none_or(Value::is_null);
+                            if let (true, Some(default)) = (missing, &key.default) {
+                                fields.insert(key.name.clone(), default.clone());
+                            }
+                        }
+                    }
+                    self.default_keys_at(item, spath);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Merges `applied` into `live`: maps key by key (`null` removes), keyed lists item by
     /// item (new items appended), sets as unions; atomic lists and scalars are replaced.
     pub(crate) fn merge(&self, live: &mut Value, applied: &Value) {
