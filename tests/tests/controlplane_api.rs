@@ -55,6 +55,48 @@ async fn a_stale_resource_version_is_a_conflict() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_answers_a_success_status_except_for_pods_and_services() {
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let client = cloud.kube().await;
+    let pp = PostParams::default();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm = serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap();
+    let uid = cms.create(&pp, &cm).await.unwrap().metadata.uid.unwrap();
+    let status = cms
+        .delete("c", &DeleteParams::default())
+        .await
+        .unwrap()
+        .right()
+        .expect("a ConfigMap's delete answers a Status");
+    assert!(status.is_success(), "{status:?}");
+    let details = status.details.unwrap();
+    assert_eq!(
+        (
+            details.name.as_str(),
+            details.kind.as_str(),
+            details.uid.as_str()
+        ),
+        ("c", "configmaps", uid.as_str())
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let lease = serde_json::from_value(json!({"metadata": {"name": "l"}})).unwrap();
+    leases.create(&pp, &lease).await.unwrap();
+    let status = leases
+        .delete("l", &DeleteParams::default())
+        .await
+        .unwrap()
+        .right()
+        .unwrap();
+    assert_eq!(status.details.unwrap().group, "coordination.k8s.io");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&pp, &pod("p", None)).await.unwrap();
+    let deleted = pods.delete("p", &DeleteParams::default()).await.unwrap();
+    assert!(deleted.is_left(), "a pod's delete answers the pod");
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bound_pod_is_deleted_gracefully_then_for_good() {
     let pki = Pki::new();
     let cloud = cloud(&pki, Desired::new(), Ports::default()).await;

@@ -74,9 +74,9 @@ mod tests;
 
 use std::sync::Arc;
 
-use apimachinery::ApiError;
 use apimachinery::alloc::ServiceRanges;
 use apimachinery::patch::PatchType;
+use apimachinery::{ApiError, ResourceInfo};
 use bytes::Bytes;
 use objstore::Writer;
 use serde_json::Value;
@@ -202,7 +202,28 @@ impl Backend for LocalBackend {
         if !target.dry_run {
             self.start_cleanup(&target, &outcome);
         }
-        Ok((200, outcome.into_object()))
+        Ok((200, delete_answer(req.info, outcome)))
+    }
+}
+
+/// What a DELETE answers: the object when it is kept (marked for deletion) or its kind
+/// returns the deleted object (pods, services), else a `Status` of Success naming it, as
+/// kube-apiserver's store answers.
+fn delete_answer(info: &ResourceInfo, outcome: Outcome) -> Value {
+    let returns_deleted =
+        info.group.is_empty() && matches!(info.plural.as_str(), "pods" | "services");
+    match outcome {
+        Outcome::Removed(obj) if !returns_deleted => {
+            let mut details = serde_json::Map::new();
+            details.insert("name".into(), obj["metadata"]["name"].clone());
+            if !info.group.is_empty() {
+                details.insert("group".into(), Value::from(info.group.as_str()));
+            }
+            details.insert("kind".into(), Value::from(info.plural.as_str()));
+            details.insert("uid".into(), obj["metadata"]["uid"].clone());
+            apimachinery::status::success(Some(Value::Object(details)))
+        }
+        outcome => outcome.into_object(),
     }
 }
 
