@@ -695,3 +695,95 @@ async fn a_reply_that_finds_the_nodes_queue_full_is_delivered_once_there_is_room
     assert_eq!(replied, Ok(true), "the reply never reached the node");
     cloud.stop().await;
 }
+
+/// The frame limit of the oversized-object test: small, so objects over it are cheap to make.
+const SMALL_FRAME: u32 = 64 << 10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_over_the_frame_limit_is_dropped_and_the_node_keeps_its_link() {
+    let pki = Pki::new();
+    let desired = Desired::new();
+    let cloud = e2e::cloud_with(&pki, desired.clone(), Ports::default(), |c| {
+        c.modules.cloud_hub.max_frame = SMALL_FRAME;
+    })
+    .await;
+    let node = "edge-huge";
+    let edge = edge(edge_config(
+        &pki.node(node),
+        cloud.addr(Transport::WebSocket),
+        Transport::WebSocket,
+        &pki.path("huge.db"),
+    ))
+    .await;
+    let hub = cloud.hub().clone();
+    eventually("linked", CONVERGE, || {
+        std::future::ready(hub.sessions() == 1)
+    })
+    .await;
+
+    // An object over the limit, then a small one behind it in the node's queue.
+    let huge = serde_json::json!({"metadata": {"name": "huge"}, "data": "x".repeat(2 * SMALL_FRAME as usize)});
+    desired
+        .put_object(node, "huge", 1, serde_json::to_vec(&huge).unwrap())
+        .await;
+    desired.put_pod(node, "small", 2).await;
+    eventually(
+        "the small object behind the huge one arrives",
+        CONVERGE,
+        || async { edge.held().await.contains_key("pods/default/small") },
+    )
+    .await;
+    let counters = hub.node(node).unwrap();
+    assert_eq!(counters.oversized, 1, "the huge object was dropped once");
+    assert!(!edge.held().await.contains_key("pods/default/huge"));
+
+    // Fixed, the object goes down like any other.
+    desired.put_pod(node, "huge", 3).await;
+    eventually("the fixed object arrives", CONVERGE, || async {
+        edge.held()
+            .await
+            .get("pods/default/huge")
+            .map(String::as_str)
+            == Some("3")
+    })
+    .await;
+
+    // A write whose reply is over the limit is answered with an error, not left to time out.
+    desired.reply_with(2 * SMALL_FRAME as usize);
+    let write = || {
+        beehive::Message::new()
+            .route(
+                "lwproxy",
+                "resource",
+                "default/configmaps/cm",
+                beehive::Operation::Insert,
+            )
+            .with_content(r#"{"verb":"create"}"#)
+    };
+    let ctx = edge.running.context();
+    let answer = ctx
+        .send_sync(edgehub::NAME, write(), Duration::from_secs(20))
+        .await
+        .expect("answered before the timeout");
+    assert_eq!(answer.router.operation, beehive::Operation::Error);
+    let text = String::from_utf8_lossy(&answer.content).to_string();
+    assert!(text.contains("frame limit"), "{text}");
+    desired.reply_with(0);
+    let answer = ctx
+        .send_sync(edgehub::NAME, write(), Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(answer.router.operation, beehive::Operation::Response);
+
+    let connects = edge
+        .running
+        .hub()
+        .unwrap()
+        .stats()
+        .connects
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(connects, 1, "the node never lost its link");
+    assert_eq!(hub.node(node).unwrap().oversized, 2);
+    edge.stop().await;
+    cloud.stop().await;
+}

@@ -83,6 +83,8 @@ pub struct NodeCounters {
     pub retransmits: u64,
     pub acked: u64,
     pub dropped: u64,
+    /// Messages dropped unsent: their frame exceeded the link's limit.
+    pub oversized: u64,
     pub resyncs: u64,
     pub upstream: u64,
     pub bytes_sent: u64,
@@ -506,6 +508,7 @@ fn counters(slot: &node::NodeSlot) -> NodeCounters {
         retransmits: s.retransmits.load(Ordering::Relaxed),
         acked: s.acked.load(Ordering::Relaxed),
         dropped: s.dropped.load(Ordering::Relaxed),
+        oversized: s.oversized.load(Ordering::Relaxed),
         resyncs: s.resyncs.load(Ordering::Relaxed),
         upstream: s.upstream.load(Ordering::Relaxed),
         bytes_sent,

@@ -226,6 +226,9 @@ impl Session<'_> {
             let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
             ob.reset_for_new_session();
             ob.set_peer_window(hello.limits.recv_window);
+            // What this end's sink sends and what the edge reads, whichever is smaller.
+            let limit = self.shared.config.max_frame.min(hello.limits.max_frame);
+            ob.set_max_frame(limit as usize);
             self.before_digest = Some(ob.queue().ids().collect());
         }
         self.slot.overflowed.store(false, Ordering::Release);
@@ -332,11 +335,47 @@ impl Session<'_> {
     }
 
     fn take_transmits(&mut self, now: Instant) -> Result<(), HubError> {
-        let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
-        while let Some(frame) = self.core.poll_transmit(&mut ob, now)? {
-            self.batch.push(frame);
+        {
+            let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
+            while let Some(frame) = self.core.poll_transmit(&mut ob, now)? {
+                self.batch.push(frame);
+            }
+        }
+        // Transmitting reports only messages too large to send (the others come from frames).
+        while let Some(event) = self.core.poll_event() {
+            if let Event::Oversized(dropped) = event {
+                self.on_oversized(*dropped);
+            }
         }
         Ok(())
+    }
+
+    /// A queued message was too large for the link and was dropped unsent: reported, counted,
+    /// and if it was the reply to one of the node's requests, the request is answered with an
+    /// error instead, so the node's writer does not wait for a reply that never comes.
+    fn on_oversized(&mut self, dropped: wire::Oversized) {
+        let wire::Oversized { key, msg, len, max } = dropped;
+        let node = &self.slot.name;
+        self.slot.stats.oversized.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(node_id = %node, key = %key, size = len, limit = max, "downstream message exceeds the link's frame limit; dropped unsent");
+        let Some(parent) = msg.parent_id() else {
+            return;
+        };
+        let text = format!(
+            "the cloud's reply of {len} bytes exceeds the link's frame limit of {max} bytes \
+             and was dropped; the request may have been carried out"
+        );
+        let mut reply = Message::new()
+            .route(
+                msg.router.source.clone(),
+                msg.router.group.clone(),
+                msg.router.resource.clone(),
+                Operation::Error,
+            )
+            .with_content(text);
+        reply.header.parent_id = Some(parent);
+        let key = format!("reply/{}", reply.id());
+        self.shared.nodes.push_reply(node, key, reply);
     }
 
     /// Adds what the core counted since the last report to the node's stats.
@@ -368,6 +407,7 @@ impl Session<'_> {
                 Event::Inventory(inventory) => Box::pin(self.on_inventory(inventory)).await?,
                 // Counted by the core; the controller's resync needs no per-ack news.
                 Event::Acked(_) => {}
+                Event::Oversized(dropped) => self.on_oversized(*dropped),
                 Event::InventoryRequested | Event::ResyncDone { .. } => {
                     unreachable!("the cloud role never reports edge events")
                 }
