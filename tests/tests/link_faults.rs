@@ -787,3 +787,53 @@ async fn an_object_over_the_frame_limit_is_dropped_and_the_node_keeps_its_link()
     edge.stop().await;
     cloud.stop().await;
 }
+
+/// How long a node may take to link while another address floods the handshakes.
+const LINK_WITHIN: Duration = Duration::from_secs(4);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_flood_from_one_address_does_not_keep_a_node_from_linking() {
+    let pki = Pki::new();
+    let cloud = e2e::cloud_with(&pki, Desired::new(), Ports::default(), |c| {
+        let hub = &mut c.modules.cloud_hub;
+        hub.max_concurrent_handshakes = 8;
+        hub.reserved_handshakes = 2;
+        hub.max_handshakes_per_address = 4;
+        hub.handshake_timeout = Duration::from_secs(6);
+    })
+    .await;
+    let addr = cloud.addr(Transport::WebSocket);
+
+    // Half-open connections from 127.0.0.2 that never start TLS, opened before the node dials.
+    let flooder = std::net::Ipv4Addr::new(127, 0, 0, 2);
+    let held: Vec<_> = futures::future::join_all((0..200).map(|_| async move {
+        let socket = tokio::net::TcpSocket::new_v4().ok()?;
+        socket.bind((flooder, 0).into()).ok()?;
+        socket.connect(addr).await.ok()
+    }))
+    .await;
+    assert!(held.iter().flatten().count() > 100, "the flood connected");
+
+    let started = std::time::Instant::now();
+    let node = "edge-flooded";
+    let edge = edge(edge_config(
+        &pki.node(node),
+        addr,
+        Transport::WebSocket,
+        &pki.path("flooded.db"),
+    ))
+    .await;
+    let hub = cloud.hub().clone();
+    eventually("the node links despite the flood", LINK_WITHIN, || {
+        std::future::ready(hub.node(node).is_some_and(|c| c.connected))
+    })
+    .await;
+    eprintln!("linked in {:?}", started.elapsed());
+    assert!(
+        hub.handshakes_refused_per_address() > 0,
+        "the flood's connections beyond its share were closed at accept"
+    );
+    drop(held);
+    edge.stop().await;
+    cloud.stop().await;
+}
