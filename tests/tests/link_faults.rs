@@ -837,3 +837,56 @@ async fn a_handshake_flood_from_one_address_does_not_keep_a_node_from_linking() 
     edge.stop().await;
     cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_linked_before_relinks_through_a_flood_from_many_addresses() {
+    let pki = Pki::new();
+    let cloud = e2e::cloud_with(&pki, Desired::new(), Ports::default(), |c| {
+        let hub = &mut c.modules.cloud_hub;
+        hub.max_concurrent_handshakes = 8;
+        hub.reserved_handshakes = 2;
+        hub.max_handshakes_per_address = 4;
+        hub.handshake_timeout = Duration::from_secs(6);
+    })
+    .await;
+    let addr = cloud.addr(Transport::WebSocket);
+    let node = "edge-returning";
+    let config = edge_config(
+        &pki.node(node),
+        addr,
+        Transport::WebSocket,
+        &pki.path("returning.db"),
+    );
+    let first = edge(config.clone()).await;
+    let hub = cloud.hub().clone();
+    eventually("the node links", CONVERGE, || {
+        std::future::ready(hub.node(node).is_some_and(|c| c.connected))
+    })
+    .await;
+    first.stop().await;
+    eventually("the cloud sees it go", CONVERGE, || {
+        std::future::ready(hub.node(node).is_some_and(|c| !c.connected))
+    })
+    .await;
+
+    // Each of ten addresses within its share, together more than all the open slots.
+    let held: Vec<_> = futures::future::join_all((0..40u8).map(|i| async move {
+        let source = std::net::Ipv4Addr::new(127, 0, 0, 2 + i % 10);
+        let socket = tokio::net::TcpSocket::new_v4().ok()?;
+        socket.bind((source, 0).into()).ok()?;
+        socket.connect(addr).await.ok()
+    }))
+    .await;
+    assert!(held.iter().flatten().count() > 30, "the flood connected");
+
+    let again = edge(config).await;
+    eventually(
+        "the returning node links through a reserved slot",
+        LINK_WITHIN,
+        || std::future::ready(hub.node(node).is_some_and(|c| c.connected)),
+    )
+    .await;
+    drop(held);
+    again.stop().await;
+    cloud.stop().await;
+}

@@ -336,7 +336,7 @@ async fn accept_loop(
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             tracing::warn!(remote = %incoming.remote_addr(), "node limit reached; connection refused");
-            shared.tasks.spawn(refuse_busy(incoming));
+            shared.tasks.spawn(refuse_busy(incoming, ticket));
             continue;
         };
         let (shared2, ctx) = (shared.clone(), ctx.clone());
@@ -355,8 +355,10 @@ fn open_handshakes(config: &Config) -> usize {
 }
 
 /// Tells a node over the limit to come back later.
-async fn refuse_busy(incoming: link::Incoming) {
-    if let Ok(conn) = incoming.establish().await {
+async fn refuse_busy(incoming: link::Incoming, ticket: gate::Ticket) {
+    let established = incoming.establish().await;
+    drop(ticket);
+    if let Ok(conn) = established {
         let (mut sink, _) = conn.split();
         let busy = wire::Frame::Refuse {
             reason: "node limit reached".into(),
