@@ -15,6 +15,8 @@ pub struct Desired {
     nodes: Mutex<HashMap<String, BTreeMap<String, Object>>>,
     ctx: OnceLock<Context>,
     upstream: Mutex<Vec<Message>>,
+    /// Bytes the answer to an upstream write carries (0: an empty object).
+    reply_size: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Clone, Debug)]
@@ -113,6 +115,13 @@ impl Desired {
             .get(node)
             .map(|m| m.iter().map(|(k, o)| (k.clone(), o.rv.clone())).collect())
             .unwrap_or_default()
+    }
+
+    /// Answers upstream writes from now on with a body of `size` bytes (as a huge object
+    /// returned by the API would be).
+    pub fn reply_with(&self, size: usize) {
+        self.reply_size
+            .store(size, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Upstream messages received so far.
@@ -222,7 +231,15 @@ impl Module for Controller {
                 (Operation::Connected | Operation::Disconnected, _) => None,
                 _ => {
                     self.desired.upstream.lock().unwrap().push(msg.clone());
-                    Some(msg.response("edgecontroller", &b"{}"[..]))
+                    let size = self
+                        .desired
+                        .reply_size
+                        .load(std::sync::atomic::Ordering::Relaxed);
+                    let body = match size {
+                        0 => b"{}".to_vec(),
+                        n => vec![b' '; n],
+                    };
+                    Some(msg.response("edgecontroller", body))
                 }
             };
             if let Some(reply) = reply

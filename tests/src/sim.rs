@@ -199,7 +199,7 @@ impl SimEdge {
                         *self.stats.synced_at.lock().unwrap() = Some(Instant::now());
                         self.stats.in_sync.store(true, Ordering::Release);
                     }
-                    Event::Acked(_) | Event::Inventory(_) => {}
+                    Event::Acked(_) | Event::Inventory(_) | Event::Oversized(_) => {}
                 }
             }
         }

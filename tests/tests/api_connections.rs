@@ -215,6 +215,115 @@ async fn a_four_mebibyte_body_over_tls_gets_a_413_status() {
     cloud.stop().await;
 }
 
+/// How long the slow-body test gives a request body.
+const BODY_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_of_one_user_do_not_lock_out_the_admin_or_a_node_and_get_408() {
+    let _one_at_a_time = FLOODING.lock().await;
+    let pki = Pki::new();
+    let cloud = e2e::cloud_with(&pki, Desired::new(), Ports::default(), |c| {
+        let api = &mut c.modules.api_server;
+        api.request_body_timeout = BODY_TIMEOUT;
+        api.max_connections = 300;
+        api.max_unauthenticated_connections = 64;
+    })
+    .await;
+    let api = cloud.running.api().unwrap();
+    let token = no_role_token(&cloud).await;
+    let tls = connector(api.ca_pem());
+
+    // Every connection the server takes carries a request whose body comes a byte at a time.
+    let slow: Vec<_> = futures::stream::iter(0..300)
+        .map(|_| slow_body(api.addr(), &tls, &token))
+        .buffer_unordered(32)
+        .filter_map(|c| async move { c })
+        .collect()
+        .await;
+    let started = Instant::now();
+    lists_namespaces_promptly(cloud.kube().await).await;
+    let node = impersonating(&cloud, "system:node:edge-1", "system:nodes").await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(node);
+    let got = tokio::time::timeout(SERVED_WITHIN, nodes.get_opt("edge-1"))
+        .await
+        .expect("the node is answered promptly");
+    assert!(got.is_ok(), "the node's read is served: {got:?}");
+
+    // The slow bodies that were taken get a 408 Status once the body timeout passed, those over
+    // a share a 429 (a connection evicted before its request was read gets nothing).
+    let answers = futures::future::join_all(slow.into_iter().map(answer_of)).await;
+    let timed_out = answers
+        .iter()
+        .filter(|a| a.starts_with("HTTP/1.1 408"))
+        .count();
+    assert!(timed_out > 0, "{:?}", answers.first());
+    let odd: Vec<&str> = answers
+        .iter()
+        .filter(|a| !a.is_empty())
+        .filter(|a| !a.starts_with("HTTP/1.1 408") && !a.starts_with("HTTP/1.1 429"))
+        .map(|a| &a[..a.len().min(60)])
+        .collect();
+    assert!(odd.is_empty(), "every slow request is answered: {odd:?}");
+    assert!(started.elapsed() < BODY_TIMEOUT + WAIT);
+    assert!(api.connections().body_timeouts() > 0);
+    assert!(
+        api.connections().over_share() > 0,
+        "the user's requests over its share were refused"
+    );
+    cloud.stop().await;
+}
+
+/// A token of service account `default/idle`, which has no roles.
+async fn no_role_token(cloud: &e2e::Cloud) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: Api<ServiceAccount> = Api::namespaced(cloud.kube().await, "default");
+    let pp = PostParams::default();
+    let account = serde_json::from_value(serde_json::json!({"metadata": {"name": "idle"}}));
+    accounts.create(&pp, &account.unwrap()).await.unwrap();
+    let request: TokenRequest =
+        serde_json::from_value(serde_json::json!({"spec": {"audiences": []}})).unwrap();
+    let issued = accounts.create_token_request("idle", &pp, &request);
+    issued.await.unwrap().status.expect("a token").token
+}
+
+/// The admin's client acting as `user` in `group` (as the admin may).
+async fn impersonating(cloud: &e2e::Cloud, user: &str, group: &str) -> kube::Client {
+    let path = cloud.running.kubeconfig().unwrap();
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(user.to_owned());
+    config.auth_info.impersonate_groups = Some(vec![group.to_owned()]);
+    kube::Client::try_from(config).unwrap()
+}
+
+/// A TLS connection with a create whose 1000-byte body stops after its first byte.
+async fn slow_body(
+    to: SocketAddr,
+    tls: &TlsConnector,
+    token: &str,
+) -> Option<TlsStream<TcpStream>> {
+    let tcp = tokio::time::timeout(FLOOD_STEP, connect_from(Ipv4Addr::LOCALHOST, to));
+    let mut stream = handshake(tls, tcp.await.ok()?.ok()?).await.ok()?;
+    let head = format!(
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n\
+         Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+         Content-Length: 1000\r\n\r\n{{"
+    );
+    stream.write_all(head.as_bytes()).await.ok()?;
+    stream.flush().await.ok()?;
+    Some(stream)
+}
+
+/// What the server answered on `stream` before it closed it (empty if it closed it silently).
+async fn answer_of(mut stream: TlsStream<TcpStream>) -> String {
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(BODY_TIMEOUT + WAIT, stream.read_to_end(&mut buf)).await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
 /// `count` loopback source addresses from 127.0.0.2 (127.0.0.1 is the real client's).
 fn sources(count: u8) -> Vec<Ipv4Addr> {
     (2..2 + count)

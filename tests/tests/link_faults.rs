@@ -695,3 +695,198 @@ async fn a_reply_that_finds_the_nodes_queue_full_is_delivered_once_there_is_room
     assert_eq!(replied, Ok(true), "the reply never reached the node");
     cloud.stop().await;
 }
+
+/// The frame limit of the oversized-object test: small, so objects over it are cheap to make.
+const SMALL_FRAME: u32 = 64 << 10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_over_the_frame_limit_is_dropped_and_the_node_keeps_its_link() {
+    let pki = Pki::new();
+    let desired = Desired::new();
+    let cloud = e2e::cloud_with(&pki, desired.clone(), Ports::default(), |c| {
+        c.modules.cloud_hub.max_frame = SMALL_FRAME;
+    })
+    .await;
+    let node = "edge-huge";
+    let edge = edge(edge_config(
+        &pki.node(node),
+        cloud.addr(Transport::WebSocket),
+        Transport::WebSocket,
+        &pki.path("huge.db"),
+    ))
+    .await;
+    let hub = cloud.hub().clone();
+    eventually("linked", CONVERGE, || {
+        std::future::ready(hub.sessions() == 1)
+    })
+    .await;
+
+    // An object over the limit, then a small one behind it in the node's queue.
+    let huge = serde_json::json!({"metadata": {"name": "huge"}, "data": "x".repeat(2 * SMALL_FRAME as usize)});
+    desired
+        .put_object(node, "huge", 1, serde_json::to_vec(&huge).unwrap())
+        .await;
+    desired.put_pod(node, "small", 2).await;
+    eventually(
+        "the small object behind the huge one arrives",
+        CONVERGE,
+        || async { edge.held().await.contains_key("pods/default/small") },
+    )
+    .await;
+    let counters = hub.node(node).unwrap();
+    assert_eq!(counters.oversized, 1, "the huge object was dropped once");
+    assert!(!edge.held().await.contains_key("pods/default/huge"));
+
+    // Fixed, the object goes down like any other.
+    desired.put_pod(node, "huge", 3).await;
+    eventually("the fixed object arrives", CONVERGE, || async {
+        edge.held()
+            .await
+            .get("pods/default/huge")
+            .map(String::as_str)
+            == Some("3")
+    })
+    .await;
+
+    // A write whose reply is over the limit is answered with an error, not left to time out.
+    desired.reply_with(2 * SMALL_FRAME as usize);
+    let write = || {
+        beehive::Message::new()
+            .route(
+                "lwproxy",
+                "resource",
+                "default/configmaps/cm",
+                beehive::Operation::Insert,
+            )
+            .with_content(r#"{"verb":"create"}"#)
+    };
+    let ctx = edge.running.context();
+    let answer = ctx
+        .send_sync(edgehub::NAME, write(), Duration::from_secs(20))
+        .await
+        .expect("answered before the timeout");
+    assert_eq!(answer.router.operation, beehive::Operation::Error);
+    let text = String::from_utf8_lossy(&answer.content).to_string();
+    assert!(text.contains("frame limit"), "{text}");
+    desired.reply_with(0);
+    let answer = ctx
+        .send_sync(edgehub::NAME, write(), Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(answer.router.operation, beehive::Operation::Response);
+
+    let connects = edge
+        .running
+        .hub()
+        .unwrap()
+        .stats()
+        .connects
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(connects, 1, "the node never lost its link");
+    assert_eq!(hub.node(node).unwrap().oversized, 2);
+    edge.stop().await;
+    cloud.stop().await;
+}
+
+/// How long a node may take to link while another address floods the handshakes.
+const LINK_WITHIN: Duration = Duration::from_secs(4);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_flood_from_one_address_does_not_keep_a_node_from_linking() {
+    let pki = Pki::new();
+    let cloud = e2e::cloud_with(&pki, Desired::new(), Ports::default(), |c| {
+        let hub = &mut c.modules.cloud_hub;
+        hub.max_concurrent_handshakes = 8;
+        hub.reserved_handshakes = 2;
+        hub.max_handshakes_per_address = 4;
+        hub.handshake_timeout = Duration::from_secs(6);
+    })
+    .await;
+    let addr = cloud.addr(Transport::WebSocket);
+
+    // Half-open connections from 127.0.0.2 that never start TLS, opened before the node dials.
+    let flooder = std::net::Ipv4Addr::new(127, 0, 0, 2);
+    let held: Vec<_> = futures::future::join_all((0..200).map(|_| async move {
+        let socket = tokio::net::TcpSocket::new_v4().ok()?;
+        socket.bind((flooder, 0).into()).ok()?;
+        socket.connect(addr).await.ok()
+    }))
+    .await;
+    assert!(held.iter().flatten().count() > 100, "the flood connected");
+
+    let started = std::time::Instant::now();
+    let node = "edge-flooded";
+    let edge = edge(edge_config(
+        &pki.node(node),
+        addr,
+        Transport::WebSocket,
+        &pki.path("flooded.db"),
+    ))
+    .await;
+    let hub = cloud.hub().clone();
+    eventually("the node links despite the flood", LINK_WITHIN, || {
+        std::future::ready(hub.node(node).is_some_and(|c| c.connected))
+    })
+    .await;
+    eprintln!("linked in {:?}", started.elapsed());
+    assert!(
+        hub.handshakes_refused_per_address() > 0,
+        "the flood's connections beyond its share were closed at accept"
+    );
+    drop(held);
+    edge.stop().await;
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_linked_before_relinks_through_a_flood_from_many_addresses() {
+    let pki = Pki::new();
+    let cloud = e2e::cloud_with(&pki, Desired::new(), Ports::default(), |c| {
+        let hub = &mut c.modules.cloud_hub;
+        hub.max_concurrent_handshakes = 8;
+        hub.reserved_handshakes = 2;
+        hub.max_handshakes_per_address = 4;
+        hub.handshake_timeout = Duration::from_secs(6);
+    })
+    .await;
+    let addr = cloud.addr(Transport::WebSocket);
+    let node = "edge-returning";
+    let config = edge_config(
+        &pki.node(node),
+        addr,
+        Transport::WebSocket,
+        &pki.path("returning.db"),
+    );
+    let first = edge(config.clone()).await;
+    let hub = cloud.hub().clone();
+    eventually("the node links", CONVERGE, || {
+        std::future::ready(hub.node(node).is_some_and(|c| c.connected))
+    })
+    .await;
+    first.stop().await;
+    eventually("the cloud sees it go", CONVERGE, || {
+        std::future::ready(hub.node(node).is_some_and(|c| !c.connected))
+    })
+    .await;
+
+    // Each of ten addresses within its share, together more than all the open slots.
+    let held: Vec<_> = futures::future::join_all((0..40u8).map(|i| async move {
+        let source = std::net::Ipv4Addr::new(127, 0, 0, 2 + i % 10);
+        let socket = tokio::net::TcpSocket::new_v4().ok()?;
+        socket.bind((source, 0).into()).ok()?;
+        socket.connect(addr).await.ok()
+    }))
+    .await;
+    assert!(held.iter().flatten().count() > 30, "the flood connected");
+
+    let again = edge(config).await;
+    eventually(
+        "the returning node links through a reserved slot",
+        LINK_WITHIN,
+        || std::future::ready(hub.node(node).is_some_and(|c| c.connected)),
+    )
+    .await;
+    drop(held);
+    again.stop().await;
+    cloud.stop().await;
+}

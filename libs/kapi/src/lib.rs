@@ -19,7 +19,10 @@ use bytes::Bytes;
 use serde_json::Value;
 
 pub use registry::Registry;
-pub use serve::{Connection, PeerCertificate, RemoteAddr, ServeConfig, ServeStats, serve};
+pub use serve::{
+    Connection, InFlightLimits, Level, PeerCertificate, RemoteAddr, ServeConfig, ServeStats,
+    fair_share, serve,
+};
 pub use server::router;
 
 /// Who makes a request (from a bearer token or a client certificate, or the local default).

@@ -11,10 +11,21 @@
 //! or one of its requests carried a user (the routes call [`Connection::authenticated`]), and
 //! only idle unauthenticated connections are evicted to make room, so a flood of connections
 //! that never send a request cannot lock clients out. Each connection has a TLS handshake
-//! deadline, a header-read timeout and an idle timeout ([`activity`]).
+//! deadline, a header-read timeout and an idle timeout ([`activity`]), and each request body a
+//! read deadline ([`deadline`]: a body not received in time gets `408` and its connection is
+//! closed).
+//!
+//! Who may hold how much (after kube-apiserver's API Priority and Fairness, [`fairness`]): a
+//! server that authenticates puts [`fair_share`] inside its authentication layer. Each
+//! unprivileged user then holds at most `max_connections_per_user` connections and a share of
+//! the connections not `reserved_connections` for the admin (`system:masters`) and the nodes
+//! (`system:nodes`), and requests in flight are limited per priority level and per identity;
+//! what is over a share gets `429` with `Retry-After`.
 
 mod activity;
+mod deadline;
 mod drain;
+mod fairness;
 mod pool;
 
 use std::net::{IpAddr, SocketAddr};
@@ -37,8 +48,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use activity::{Activity, Timeouts, Tracked, Watched};
+use deadline::Deadline;
 use drain::Draining;
 pub(crate) use drain::Endless;
+use fairness::InFlight;
+pub use fairness::{InFlightLimits, Level, fair_share, too_many_requests};
 use pool::{Admission, Evictable, Limits, Pool, Refusal};
 
 /// How long a connection closed for a timeout or at shutdown gets to finish (the end of its
@@ -71,6 +85,15 @@ pub struct ServeConfig {
     /// Bytes of a request head (HTTP/1 read buffer, HTTP/2 header list). Default 1 MiB + 4 KiB
     /// (Go's `DefaultMaxHeaderBytes` and its slack).
     pub max_header_bytes: usize,
+    /// Time a request body has to arrive, from the request head; a body not received by then
+    /// gets `408` and its connection is closed. Default 60 s.
+    pub body_read_timeout: Duration,
+    /// Connections of one unprivileged user (see [`fair_share`]). Default 100.
+    pub max_connections_per_user: usize,
+    /// Connections only the admin and the nodes may take (see [`fair_share`]). Default 128.
+    pub reserved_connections: usize,
+    /// Requests in flight by priority level and identity (see [`fair_share`]).
+    pub in_flight: InFlightLimits,
 }
 
 /// Counters of a server's connections, shared with [`serve`] (clone it before serving).
@@ -82,6 +105,8 @@ struct Counters {
     refused: AtomicU64,
     evicted: AtomicU64,
     timed_out: AtomicU64,
+    body_timeouts: AtomicU64,
+    over_share: AtomicU64,
     unauthenticated: AtomicUsize,
     authenticated: AtomicUsize,
 }
@@ -106,6 +131,10 @@ struct Held {
     pool: Arc<Mutex<Pool<Slot>>>,
     stats: ServeStats,
     promoted: std::sync::atomic::AtomicBool,
+    /// Counted under its user (or privileged): later requests need not ask the pool again.
+    identified: std::sync::atomic::AtomicBool,
+    /// Closes the connection.
+    close: CancellationToken,
 }
 
 /// What the pool holds of a connection.
@@ -122,6 +151,7 @@ struct Server {
     config: ServeConfig,
     stats: ServeStats,
     pool: Arc<Mutex<Pool<Slot>>>,
+    in_flight: Arc<InFlight>,
     shutdown: CancellationToken,
 }
 
@@ -139,13 +169,17 @@ pub async fn serve(
         max_total: config.max_connections,
         max_unauthenticated: config.max_unauthenticated,
         max_per_client: config.max_unauthenticated_per_client,
+        max_per_user: config.max_connections_per_user,
+        reserved: config.reserved_connections,
     };
+    let in_flight = InFlight::new(config.in_flight);
     let server = Arc::new(Server {
         acceptor: tls.map(TlsAcceptor::from),
         app,
         config,
         stats,
         pool: Arc::new(Mutex::new(Pool::new(limits))),
+        in_flight,
         shutdown: shutdown.clone(),
     });
     loop {
@@ -177,6 +211,10 @@ impl Default for ServeConfig {
             idle_timeout: Duration::from_secs(90),
             max_headers: 1024,
             max_header_bytes: (1 << 20) + 4096,
+            body_read_timeout: Duration::from_secs(60),
+            max_connections_per_user: 100,
+            reserved_connections: 128,
+            in_flight: InFlightLimits::default(),
         }
     }
 }
@@ -198,6 +236,16 @@ impl ServeStats {
     /// Connections closed by the header-read or idle timeout.
     pub fn timed_out(&self) -> u64 {
         self.0.timed_out.load(Ordering::Relaxed)
+    }
+
+    /// Requests whose body did not arrive within the body read timeout (answered `408`).
+    pub fn body_timeouts(&self) -> u64 {
+        self.0.body_timeouts.load(Ordering::Relaxed)
+    }
+
+    /// Requests and connections over their share (answered `429`).
+    pub fn over_share(&self) -> u64 {
+        self.0.over_share.load(Ordering::Relaxed)
     }
 
     /// Unauthenticated connections held now.
@@ -235,6 +283,57 @@ impl Connection {
         let mut pool = held.pool.lock().unwrap_or_else(|e| e.into_inner());
         pool.promote(held.id);
         held.stats.held(&pool);
+    }
+
+    /// A request of `user` came on the connection: it counts under that user (the first one
+    /// that asks), unless the user or the unprivileged users together hold their share of
+    /// connections; then the error says so and the connection should be closed.
+    pub fn identify(&self, user: &crate::User) -> Result<(), String> {
+        let held = &self.0;
+        if held.identified.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let level = Level::of(user);
+        if level == Level::Anonymous {
+            // Stays unauthenticated: bounded per address and evictable.
+            return Ok(());
+        }
+        let privileged = matches!(level, Level::Exempt | Level::System);
+        let mut pool = held.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let counted = pool.identify(held.id, &user.name, privileged);
+        held.stats.held(&pool);
+        drop(pool);
+        match counted {
+            Ok(()) => {
+                held.promoted.store(true, Ordering::Relaxed);
+                held.identified.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(why) => {
+                held.stats.count(|c| &c.over_share);
+                Err(match why {
+                    Refusal::PerUser => format!(
+                        "too many connections: user {:?} holds its share of connections",
+                        user.name
+                    ),
+                    _ => "too many connections: the connections open to users like this one are all taken".to_owned(),
+                })
+            }
+        }
+    }
+
+    /// A request of this connection was over its share.
+    pub(crate) fn over_share(&self) {
+        self.0.stats.count(|c| &c.over_share);
+    }
+
+    /// Closes the connection after [`CLOSE_GRACE`], time for the answer under way to go out.
+    pub fn close_soon(&self) {
+        let close = self.0.close.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(CLOSE_GRACE).await;
+            close.cancel();
+        });
     }
 }
 
@@ -286,7 +385,7 @@ impl Server {
                         Refusal::PerClient => {
                             tracing::debug!(%remote, "connection refused: its address holds its share of unauthenticated connections")
                         }
-                        Refusal::Full => {
+                        Refusal::Full | Refusal::PerUser | Refusal::Unreserved => {
                             tracing::debug!(%remote, "connection refused: no room and no idle connection to evict")
                         }
                     }
@@ -299,6 +398,8 @@ impl Server {
             pool: Arc::clone(&self.pool),
             stats: self.stats.clone(),
             promoted: Default::default(),
+            identified: Default::default(),
+            close: close.clone(),
         }));
         let server = Arc::clone(self);
         tasks.spawn(async move {
@@ -353,6 +454,9 @@ impl Server {
             cert,
             remote: RemoteAddr(remote),
             shutdown: self.shutdown.clone(),
+            in_flight: Arc::clone(&self.in_flight),
+            body_timeout: self.config.body_read_timeout,
+            stats: self.stats.clone(),
         };
         let app = self
             .app
@@ -408,18 +512,30 @@ struct PerRequest {
     remote: RemoteAddr,
     /// Ends [`Endless`] bodies.
     shutdown: CancellationToken,
+    in_flight: Arc<InFlight>,
+    body_timeout: Duration,
+    stats: ServeStats,
 }
 
 /// Adds the connection, its client's address (and certificate) to the request, keeps the request in
 /// flight until its response body is dropped, and ends an [`Endless`] body at shutdown.
-async fn per_request(State(ctx): State<PerRequest>, mut req: Request, next: Next) -> Response {
+async fn per_request(State(ctx): State<PerRequest>, req: Request, next: Next) -> Response {
     let in_flight = ctx.activity.start();
-    req.extensions_mut().insert(ctx.connection);
-    req.extensions_mut().insert(ctx.remote);
+    let version = req.version();
+    let (mut parts, body) = req.into_parts();
+    let (body, expired) = Deadline::wrap(body, ctx.body_timeout);
+    parts.extensions.insert(ctx.connection);
+    parts.extensions.insert(ctx.remote);
+    parts.extensions.insert(ctx.in_flight);
     if let Some(cert) = ctx.cert {
-        req.extensions_mut().insert(cert);
+        parts.extensions.insert(cert);
     }
-    let resp = next.run(req).await;
+    let resp = next.run(Request::from_parts(parts, body)).await;
+    if expired.expired() {
+        ctx.stats.count(|c| &c.body_timeouts);
+        tracing::debug!(remote = %ctx.remote.0, "request body not received within its timeout");
+        return deadline::request_timeout(ctx.body_timeout, version);
+    }
     let endless = resp.extensions().get::<Endless>().is_some();
     resp.map(|body| match endless {
         true => Body::new(Tracked::new(

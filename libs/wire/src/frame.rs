@@ -247,6 +247,37 @@ pub fn encode_prefixed(frame: &Frame, max_frame: usize) -> Result<Vec<u8>, Frame
     Ok(buf)
 }
 
+/// The encoded size of a `Data` frame carrying `msg`, at the widest sequence number: what the
+/// frame takes on the wire at most (length prefix not counted). Counted without building the
+/// frame or its buffer, so a sender can check a message against the peer's limit before it
+/// gives the message a sequence number.
+pub fn data_frame_len(msg: &Message) -> usize {
+    /// Serializes as `Frame::Data` does: the variant name tags the same fields.
+    #[derive(Serialize)]
+    enum Borrowed<'a> {
+        Data { seq: u64, msg: &'a Message },
+    }
+    let mut counter = Counter(0);
+    let data = Borrowed::Data { seq: u64::MAX, msg };
+    // Counting bytes cannot fail, and every field of Message is serializable.
+    rmp_serde::encode::write(&mut counter, &data).expect("counting an encoding is infallible");
+    1 + counter.0
+}
+
+/// An `io::Write` that only counts.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Picks the best protocol version both ends speak; `offered` is the peer's list.
 pub fn choose_version(offered: &[u16], supported: &[u16]) -> Option<u16> {
     supported.iter().copied().find(|v| offered.contains(v))

@@ -83,7 +83,9 @@
 //!
 //! # Limits
 //!
-//! Largest frame ([`DEFAULT_MAX_FRAME`], 32 MiB, both ends advertise theirs in [`Limits`]);
+//! Largest frame ([`DEFAULT_MAX_FRAME`], 32 MiB, both ends advertise theirs in [`Limits`]; a
+//! queued message too large for the smaller of the two is dropped from the queue and handed to
+//! the application as [`Event::Oversized`], so one huge object never wedges the link);
 //! receive window; selective ranges per ack ([`MAX_ACK_RANGES`]); inventory entries
 //! ([`DEFAULT_MAX_INVENTORY`]); keyed queue capacity. Crossing any of them is an error, never a
 //! panic and never an unbounded buffer.
@@ -118,13 +120,13 @@ pub use error::{
 pub use frame::{
     Ack, DEFAULT_MAX_FRAME, FRAME_FORMAT, Frame, FrameReader, Hello, InventoryEntry,
     LENGTH_PREFIX_LEN, Limits, MAX_ACK_RANGES, PROTOCOL_VERSION, Resume,
-    SUPPORTED_PROTOCOL_VERSIONS, Welcome, choose_version, decode, encode, encode_into,
-    encode_prefixed,
+    SUPPORTED_PROTOCOL_VERSIONS, Welcome, choose_version, data_frame_len, decode, encode,
+    encode_into, encode_prefixed,
 };
 pub use handshake::{Accepted, HelloCheck, ResyncStart, answer_hello, read_welcome};
 pub use keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
 pub use objref::{ObjectRef, object_key};
-pub use outbound::{Acked, Outbound};
+pub use outbound::{Acked, Outbound, Oversized};
 pub use queue::{KeyedQueue, Pushed};
 pub use recv::{Arrival, Receiver, RecvConfig, RecvStats};
 pub use resync::{

@@ -6,15 +6,36 @@ use std::time::Instant;
 use beehive::{Message, MsgId};
 
 use crate::error::{AckError, QueueFull};
-use crate::frame::Ack;
+use crate::frame::{Ack, DEFAULT_MAX_FRAME, data_frame_len};
 use crate::queue::{KeyedQueue, Pushed};
 use crate::window::{SendWindow, Transmit, WindowConfig};
 
 /// Keyed queue plus send window for one peer.
+///
+/// A message whose `Data` frame would exceed the largest frame the link carries
+/// ([`Outbound::set_max_frame`]) never enters the window: sending it would end the session, and
+/// the next session would meet it again. It leaves the queue as if acked (its key's next version
+/// may go) and waits in [`Outbound::take_oversized`] for the application, which reports it (and
+/// answers a request it was the reply to).
 #[derive(Debug)]
 pub struct Outbound {
     queue: KeyedQueue,
     window: SendWindow,
+    max_frame: usize,
+    oversized: Vec<Oversized>,
+}
+
+/// A message dropped from the queue because its frame exceeds the link's limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Oversized {
+    /// Its queue key.
+    pub key: String,
+    /// The message, handed back.
+    pub msg: Message,
+    /// Its encoded `Data` frame size, in bytes.
+    pub len: usize,
+    /// The largest frame the link carries, in bytes.
+    pub max: usize,
 }
 
 /// A message the peer acked.
@@ -31,7 +52,20 @@ impl Outbound {
         Outbound {
             queue: KeyedQueue::new(queue_capacity),
             window: SendWindow::new(window),
+            max_frame: DEFAULT_MAX_FRAME,
+            oversized: Vec::new(),
         }
+    }
+
+    /// The largest encoded frame the link carries now: the smaller of this end's and the peer's
+    /// limits. Default [`DEFAULT_MAX_FRAME`].
+    pub fn set_max_frame(&mut self, max_frame: usize) {
+        self.max_frame = max_frame;
+    }
+
+    /// Messages dropped as too large since the last call, oldest first.
+    pub fn take_oversized(&mut self) -> Vec<Oversized> {
+        std::mem::take(&mut self.oversized)
     }
 
     /// Queues `msg` as the latest version of `key` (see [`KeyedQueue::push`]).
@@ -100,9 +134,16 @@ impl Outbound {
 
     fn fill(&mut self) {
         while self.window.has_room() {
-            let Some((_, msg)) = self.queue.pop() else {
+            let Some((key, msg)) = self.queue.pop() else {
                 break;
             };
+            let len = data_frame_len(&msg);
+            if len > self.max_frame {
+                self.queue.acked(msg.id());
+                let max = self.max_frame;
+                self.oversized.push(Oversized { key, msg, len, max });
+                continue;
+            }
             self.window
                 .push(msg)
                 .expect("has_room was checked just before");

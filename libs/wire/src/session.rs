@@ -19,7 +19,9 @@
 //! - `ResyncDone` goes out once every key of the resync plan is acked;
 //! - acks cover only what the application reported processed ([`Session::processed`]);
 //! - the peer is dead after the keepalive timeout of silence, and any frame counts as life;
-//! - a `Ping` is answered with a `Pong` before any data, so a busy window cannot starve liveness.
+//! - a `Ping` is answered with a `Pong` before any data, so a busy window cannot starve liveness;
+//! - a queued message too large for the link is never sent: it comes out as
+//!   [`Event::Oversized`] (poll events after transmitting too) and the session goes on.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -30,7 +32,7 @@ use crate::error::SessionError;
 use crate::frame::{Frame, InventoryEntry};
 use crate::handshake::ResyncStart;
 use crate::keepalive::{Keepalive, KeepaliveAction, KeepaliveConfig};
-use crate::outbound::{Acked, Outbound};
+use crate::outbound::{Acked, Outbound, Oversized};
 use crate::recv::{Arrival, Receiver, RecvConfig};
 use crate::resync::{Inventory, InventoryCollector, ResyncPlan, ResyncProgress, inventory_frames};
 
@@ -68,6 +70,10 @@ pub enum Event {
     InventoryRequested,
     /// Edge: the cloud's resync is complete.
     ResyncDone { upserts: u32, deletes: u32 },
+    /// A queued message was dropped unsent: its frame exceeds the link's limit. Report it, and
+    /// if it answers a request of the peer, answer that request with an error instead. For a
+    /// resync it counts as delivered (the resync cannot bring it either).
+    Oversized(Box<Oversized>),
 }
 
 /// Counters of one session, for the shells' metrics.
@@ -83,6 +89,8 @@ pub struct SessionStats {
     pub received: u64,
     /// Data frames dropped as duplicates.
     pub duplicates: u64,
+    /// Queued messages dropped unsent because their frame exceeds the link's limit.
+    pub oversized: u64,
 }
 
 /// The state of one session after the handshake. See the module docs.
@@ -207,9 +215,12 @@ impl Session {
                 KeepaliveAction::Ping(_) | KeepaliveAction::Wait => Ok(None),
             };
         }
-        if !self.holding_data()
-            && let Some(t) = outbound.poll_transmit(now)
-        {
+        let data = match self.holding_data() {
+            true => None,
+            false => outbound.poll_transmit(now),
+        };
+        self.on_oversized(outbound.take_oversized());
+        if let Some(t) = data {
             if t.attempt > 1 {
                 self.stats.retransmits += 1;
             } else {
@@ -334,6 +345,7 @@ impl Session {
             acked: now.acked - was.acked,
             received: now.received - was.received,
             duplicates: now.duplicates - was.duplicates,
+            oversized: now.oversized - was.oversized,
         }
     }
 
@@ -367,6 +379,16 @@ impl Session {
             }
         }
         self.events.push_back(Event::Acked(acked));
+    }
+
+    fn on_oversized(&mut self, dropped: Vec<Oversized>) {
+        for o in dropped {
+            self.stats.oversized += 1;
+            if let Some(progress) = &mut self.progress {
+                progress.on_acked(&o.key);
+            }
+            self.events.push_back(Event::Oversized(Box::new(o)));
+        }
     }
 
     fn on_inventory(

@@ -31,6 +31,8 @@ struct End {
     acked: Vec<MsgId>,
     /// Every frame this end sent, by kind, with the time.
     sent: Vec<(Instant, Frame)>,
+    /// Messages the session dropped as too large for the link.
+    oversized: Vec<wire::Oversized>,
     ended: Option<SessionError>,
 }
 
@@ -42,6 +44,9 @@ struct Pair {
     in_transit: VecDeque<(Instant, bool, Vec<u8>)>,
     /// Frames sent while the network is cut are lost.
     cut: bool,
+    /// The largest frame the link carries: a bigger one ends its sender's session, as the real
+    /// link's sink refuses it.
+    max_frame: usize,
 }
 
 fn config() -> SessionConfig {
@@ -79,6 +84,7 @@ impl End {
             resync_done: Vec::new(),
             acked: Vec::new(),
             sent: Vec::new(),
+            oversized: Vec::new(),
             ended: None,
         }
     }
@@ -98,6 +104,10 @@ impl End {
             self.ended = Some(e);
             return;
         }
+        self.events(now);
+    }
+
+    fn events(&mut self, now: Instant) {
         while let Some(event) = self.session.poll_event() {
             match event {
                 Event::Data { seq, msg } => {
@@ -115,6 +125,7 @@ impl End {
                     self.session.send_inventory(entries, DEFAULT_MAX_FRAME);
                 }
                 Event::ResyncDone { upserts, deletes } => self.resync_done.push((upserts, deletes)),
+                Event::Oversized(o) => self.oversized.push(*o),
             }
         }
     }
@@ -151,6 +162,7 @@ impl Pair {
             edge: End::new(Role::Edge, now),
             in_transit: VecDeque::new(),
             cut: false,
+            max_frame: DEFAULT_MAX_FRAME,
         }
     }
 
@@ -166,7 +178,7 @@ impl Pair {
                 break;
             }
             let (_, to_edge, bytes) = self.in_transit.pop_front().unwrap();
-            let frame = decode(&bytes, DEFAULT_MAX_FRAME).unwrap();
+            let frame = decode(&bytes, self.max_frame).unwrap();
             let end = if to_edge {
                 &mut self.edge
             } else {
@@ -182,6 +194,11 @@ impl Pair {
                 match end.session.poll_transmit(&mut end.outbound, self.now) {
                     Ok(Some(frame)) => {
                         let bytes = encode(&frame);
+                        if bytes.len() > self.max_frame {
+                            let why = format!("frame of {} bytes exceeds the limit", bytes.len());
+                            end.ended = Some(SessionError::PeerClosed(why));
+                            break;
+                        }
                         end.sent.push((self.now, frame));
                         if !self.cut {
                             self.in_transit
@@ -192,6 +209,7 @@ impl Pair {
                     Err(e) => end.ended = Some(e),
                 }
             }
+            end.events(self.now);
         }
     }
 
@@ -484,4 +502,86 @@ fn an_overflow_asks_for_one_inventory_at_a_time() {
         *frames.entry(f.kind()).or_insert(0) += 1;
     }
     assert_eq!(frames.get("inventory_request"), Some(&1));
+}
+
+/// A pair whose link carries frames of at most `max_frame` bytes, both ends knowing it.
+fn pair_limited_to(max_frame: usize) -> Pair {
+    let mut p = Pair::new();
+    p.max_frame = max_frame;
+    p.cloud.outbound.set_max_frame(max_frame);
+    p.edge.outbound.set_max_frame(max_frame);
+    p
+}
+
+fn big(resource: &str, rv: u64, size: usize) -> Message {
+    update(resource, rv).with_content(vec![b'x'; size])
+}
+
+#[test]
+fn an_object_too_large_for_the_link_is_dropped_and_the_session_goes_on() {
+    let mut p = pair_limited_to(4096);
+    let huge = big("default/pods/a", 1, 10_000);
+    let huge_id = huge.id();
+    p.cloud.outbound.push(key("a"), huge).unwrap();
+    p.cloud.push("b", 1);
+    p.run_for(Duration::from_secs(1));
+
+    assert!(p.cloud.ended.is_none(), "{:?}", p.cloud.ended);
+    assert!(p.edge.ended.is_none(), "{:?}", p.edge.ended);
+    let names: Vec<_> = p.edge.delivered.iter().map(|m| m.resource()).collect();
+    assert_eq!(names, ["default/pods/b"]);
+    let [dropped] = p.cloud.oversized.as_slice() else {
+        panic!("one message dropped: {:?}", p.cloud.oversized);
+    };
+    assert_eq!(
+        (dropped.key.as_str(), dropped.msg.id()),
+        (key("a").as_str(), huge_id)
+    );
+    assert!(dropped.len > 4096 && dropped.max == 4096, "{dropped:?}");
+    assert_eq!(p.cloud.session.stats().oversized, 1);
+    assert!(
+        p.cloud.outbound.is_idle(),
+        "nothing is left to wedge the queue"
+    );
+
+    // The object, fixed, goes out like any other.
+    p.cloud.push("a", 2);
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(p.edge.delivered.len(), 2);
+    assert_eq!(p.edge.delivered[1].resource(), "default/pods/a");
+}
+
+#[test]
+fn a_resync_is_done_even_when_a_planned_object_is_too_large() {
+    let mut p = pair_limited_to(4096);
+    p.cloud.session.start_resync(ResyncStart::NeedInventory);
+    p.run_for(Duration::from_millis(100));
+    p.cloud
+        .outbound
+        .push(key("a"), big("default/pods/a", 1, 10_000))
+        .unwrap();
+    p.cloud.push("b", 1);
+    p.cloud.session.resync_planned(&ResyncPlan {
+        upserts: vec![key("a"), key("b")],
+        deletes: vec![],
+    });
+    p.run_for(Duration::from_secs(1));
+    assert_eq!(p.edge.resync_done, [(2, 0)]);
+    assert_eq!(p.cloud.oversized.len(), 1);
+}
+
+#[test]
+fn an_upstream_item_too_large_for_the_link_is_handed_back_and_the_next_one_flows() {
+    let mut p = pair_limited_to(4096);
+    p.cloud.session.start_resync(ResyncStart::UpToDate);
+    let request = big("default/pods/a", 1, 10_000);
+    p.edge.outbound.push("req/1", request.clone()).unwrap();
+    let status = update("default/pods/b", 1);
+    p.edge.outbound.push("req/2", status.clone()).unwrap();
+    p.run_for(Duration::from_secs(1));
+    assert!(p.edge.ended.is_none() && p.cloud.ended.is_none());
+    let dropped: Vec<_> = p.edge.oversized.iter().map(|o| o.msg.id()).collect();
+    assert_eq!(dropped, [request.id()]);
+    let ids: Vec<_> = p.cloud.delivered.iter().map(Message::id).collect();
+    assert_eq!(ids, [status.id()]);
 }

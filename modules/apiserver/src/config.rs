@@ -66,6 +66,24 @@ pub struct Config {
     /// in flight). Default `90s`.
     #[serde(with = "daemon::duration")]
     pub idle_timeout: Duration,
+    /// Time a request body has to arrive after its head; a body not received by then gets a
+    /// `408` and the connection is closed. Default `60s`.
+    #[serde(with = "daemon::duration")]
+    pub request_body_timeout: Duration,
+    /// Connections one user holds who is neither an admin (`system:masters`) nor a node
+    /// (`system:nodes`); a connection over it gets a `429` and is closed. Default 100.
+    pub max_connections_per_user: usize,
+    /// Of `maxConnections`, connections only admins and nodes may take. Default 128.
+    pub reserved_connections: usize,
+    /// Requests in flight of nodes (`system:nodes`); watches are not counted. Default 200.
+    pub max_requests_in_flight_system: usize,
+    /// Requests in flight of users who are neither admins nor nodes. Default 200.
+    pub max_requests_in_flight_workload: usize,
+    /// Anonymous requests in flight. Default 50.
+    pub max_requests_in_flight_anonymous: usize,
+    /// Requests in flight of one user (one client address for anonymous requests), in any
+    /// level but the admins'. A request over a share gets `429` with `Retry-After`. Default 50.
+    pub max_requests_in_flight_per_user: usize,
     /// The IPv4 block Services' cluster IPs are allocated from (kube-apiserver's
     /// `--service-cluster-ip-range`); its first address is the `kubernetes` Service's.
     /// Default `10.96.0.0/12`.
@@ -100,6 +118,13 @@ impl Default for Config {
             tls_handshake_timeout: Duration::from_secs(10),
             read_header_timeout: Duration::from_secs(32),
             idle_timeout: Duration::from_secs(90),
+            request_body_timeout: Duration::from_secs(60),
+            max_connections_per_user: 100,
+            reserved_connections: 128,
+            max_requests_in_flight_system: 200,
+            max_requests_in_flight_workload: 200,
+            max_requests_in_flight_anonymous: 50,
+            max_requests_in_flight_per_user: 50,
             service_cluster_ip_range: ServiceRanges::default().cluster_ips,
             service_node_port_range: ServiceRanges::default().node_ports,
         }
@@ -116,6 +141,15 @@ impl Config {
             handshake_timeout: self.tls_handshake_timeout,
             header_read_timeout: self.read_header_timeout,
             idle_timeout: self.idle_timeout,
+            body_read_timeout: self.request_body_timeout,
+            max_connections_per_user: self.max_connections_per_user,
+            reserved_connections: self.reserved_connections,
+            in_flight: kapi::InFlightLimits {
+                system: self.max_requests_in_flight_system,
+                workload: self.max_requests_in_flight_workload,
+                anonymous: self.max_requests_in_flight_anonymous,
+                per_identity: self.max_requests_in_flight_per_user,
+            },
             ..kapi::ServeConfig::default()
         }
     }

@@ -2,7 +2,9 @@
 //! (the admin token or a service-account token), else from the client certificate of its
 //! connection ([`kapi::PeerCertificate`]), else anonymous; a bad token is a 401 `Status`. The
 //! `Impersonate-User`/`Impersonate-Group` headers then switch to another user, if RBAC lets the
-//! caller impersonate it. Serving itself is [`kapi::serve`].
+//! caller impersonate it. The connection counts under the user who authenticated (not the one
+//! impersonated), and requests in flight under the user acting ([`kapi::fair_share`]: shares by
+//! priority level, `429` over them). Serving itself is [`kapi::serve`].
 
 use std::sync::Arc;
 
@@ -16,7 +18,8 @@ use crate::auth::{Authenticator, user_from_cert};
 
 /// `app` behind the authenticator.
 pub(crate) fn authenticated(app: Router, auth: Arc<Authenticator>) -> Router {
-    app.layer(axum::middleware::from_fn_with_state(auth, authenticate))
+    app.layer(axum::middleware::from_fn(kapi::fair_share))
+        .layer(axum::middleware::from_fn_with_state(auth, authenticate))
 }
 
 async fn authenticate(
@@ -33,7 +36,15 @@ async fn authenticate(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let user = match auth.user(authorization, cert_user.as_ref()).await {
-        Ok(user) => auth.acting_as(user, req.headers()).await,
+        Ok(user) => {
+            if let Some(connection) = req.extensions().get::<kapi::Connection>()
+                && let Err(why) = connection.identify(&user)
+            {
+                connection.close_soon();
+                return kapi::serve::too_many_requests(why, req.version(), true);
+            }
+            auth.acting_as(user, req.headers()).await
+        }
         Err(e) => Err(e),
     };
     match user {

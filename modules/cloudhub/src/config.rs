@@ -33,6 +33,16 @@ pub struct Config {
     /// restart brings every node at once: admitting them all makes each handshake slow enough to
     /// time out. Default 128.
     pub max_concurrent_handshakes: usize,
+    /// Handshakes one source address runs at once; a connection beyond it is closed at accept,
+    /// before TLS, so a flood of half-open connections from one address cannot take the slots.
+    /// Nodes behind one NAT address share it. Default 32.
+    pub max_handshakes_per_address: usize,
+    /// Of `maxConcurrentHandshakes`, slots kept for addresses that held a valid session before
+    /// (so a flood from many addresses cannot keep returning nodes out). Default 32.
+    pub reserved_handshakes: usize,
+    /// Addresses remembered as having held a valid session; the oldest is forgotten beyond it.
+    /// Default 100000.
+    pub known_addresses: usize,
     /// Downstream messages in flight per node before acks are needed. Default 128.
     pub window: u32,
     /// Distinct objects that may wait per node; beyond that the node is resynced. Default 100000.
@@ -168,6 +178,9 @@ impl Default for Config {
             write_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             max_concurrent_handshakes: 128,
+            max_handshakes_per_address: 32,
+            reserved_handshakes: 32,
+            known_addresses: 100_000,
             window: 128,
             queue_capacity: 100_000,
             max_frame: 32 << 20,

@@ -33,6 +33,7 @@ mod certs;
 mod certserver;
 mod config;
 mod error;
+mod gate;
 mod metrics;
 mod node;
 mod revoked;
@@ -85,6 +86,8 @@ pub struct NodeCounters {
     pub retransmits: u64,
     pub acked: u64,
     pub dropped: u64,
+    /// Messages dropped unsent: their frame exceeded the link's limit.
+    pub oversized: u64,
     pub resyncs: u64,
     pub upstream: u64,
     pub bytes_sent: u64,
@@ -97,8 +100,14 @@ pub(crate) struct Shared {
     nodes: node::Nodes,
     sessions: AtomicUsize,
     session_ids: AtomicU64,
-    /// One permit per handshake in progress.
+    /// One permit per handshake in progress (the slots anyone may take).
     handshakes: Arc<Semaphore>,
+    /// The slots kept for addresses that held a valid session before.
+    reserved_handshakes: Arc<Semaphore>,
+    /// Handshakes per address, and the known-good addresses.
+    gate: Arc<gate::Gate>,
+    /// Connections closed at accept: their address ran its share of handshakes.
+    handshakes_refused_per_address: AtomicU64,
     /// Connections refused after waiting a whole handshake timeout for a permit.
     handshakes_refused: AtomicU64,
     /// Connections waiting for a permit.
@@ -181,7 +190,12 @@ impl CloudHub {
             nodes: node::Nodes::new(config.queue_capacity, window),
             sessions: AtomicUsize::new(0),
             session_ids: AtomicU64::new(rand::random::<u32>() as u64 * 1_000_000),
-            handshakes: Arc::new(Semaphore::new(config.max_concurrent_handshakes.max(1))),
+            handshakes: Arc::new(Semaphore::new(open_handshakes(&config))),
+            reserved_handshakes: Arc::new(Semaphore::new(
+                config.max_concurrent_handshakes.max(1) - open_handshakes(&config),
+            )),
+            gate: gate::Gate::new(config.max_handshakes_per_address, config.known_addresses),
+            handshakes_refused_per_address: AtomicU64::new(0),
             handshakes_refused: AtomicU64::new(0),
             handshakes_waiting: AtomicUsize::new(0),
             revoked: revoked::Revoked::default(),
@@ -320,23 +334,40 @@ async fn accept_loop(
                 continue;
             }
         };
+        let remote = incoming.remote_addr();
+        let Some(ticket) = shared.gate.enter(remote.ip()) else {
+            shared
+                .handshakes_refused_per_address
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%remote, "the address runs its share of handshakes; connection closed");
+            incoming.refuse();
+            continue;
+        };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             tracing::warn!(remote = %incoming.remote_addr(), "node limit reached; connection refused");
-            shared.tasks.spawn(refuse_busy(incoming));
+            shared.tasks.spawn(refuse_busy(incoming, ticket));
             continue;
         };
         let (shared2, ctx) = (shared.clone(), ctx.clone());
         shared.tasks.spawn(async move {
-            session::serve(incoming, shared2, ctx).await;
+            session::serve(incoming, ticket, shared2, ctx).await;
             drop(permit);
         });
     }
     listener.close();
 }
 
+/// Handshake slots any address may take: all but the reserved ones (at least one).
+fn open_handshakes(config: &Config) -> usize {
+    let all = config.max_concurrent_handshakes.max(1);
+    all.saturating_sub(config.reserved_handshakes).max(1)
+}
+
 /// Tells a node over the limit to come back later.
-async fn refuse_busy(incoming: link::Incoming) {
-    if let Ok(conn) = incoming.establish().await {
+async fn refuse_busy(incoming: link::Incoming, ticket: gate::Ticket) {
+    let established = incoming.establish().await;
+    drop(ticket);
+    if let Ok(conn) = established {
         let (mut sink, _) = conn.split();
         let busy = wire::Frame::Refuse {
             reason: "node limit reached".into(),
@@ -475,10 +506,20 @@ impl Handle {
         self.shared.handshakes_refused.load(Ordering::Relaxed)
     }
 
+    /// Connections closed at accept because their address ran `maxHandshakesPerAddress`
+    /// handshakes.
+    pub fn handshakes_refused_per_address(&self) -> u64 {
+        self.shared
+            .handshakes_refused_per_address
+            .load(Ordering::Relaxed)
+    }
+
     /// Handshakes in progress, and connections waiting for their turn.
     pub fn handshakes(&self) -> (usize, usize) {
         let s = &self.shared;
-        let running = s.config.max_concurrent_handshakes.max(1) - s.handshakes.available_permits();
+        let running = s.config.max_concurrent_handshakes.max(1)
+            - s.handshakes.available_permits()
+            - s.reserved_handshakes.available_permits();
         (running, s.handshakes_waiting.load(Ordering::Relaxed))
     }
 
@@ -515,6 +556,7 @@ fn counters(slot: &node::NodeSlot) -> NodeCounters {
         retransmits: s.retransmits.load(Ordering::Relaxed),
         acked: s.acked.load(Ordering::Relaxed),
         dropped: s.dropped.load(Ordering::Relaxed),
+        oversized: s.oversized.load(Ordering::Relaxed),
         resyncs: s.resyncs.load(Ordering::Relaxed),
         upstream: s.upstream.load(Ordering::Relaxed),
         bytes_sent,

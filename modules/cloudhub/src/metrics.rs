@@ -52,6 +52,7 @@ pub(crate) fn register(
         total.retransmits += c.retransmits;
         total.acked += c.acked;
         total.dropped += c.dropped;
+        total.oversized += c.oversized;
         total.resyncs += c.resyncs;
         total.upstream += c.upstream;
         total.bytes_sent += c.bytes_sent;
@@ -87,6 +88,11 @@ pub(crate) fn register(
             "drops",
             "Downstream messages refused because a node queue was full (the node is resynced)",
             total.dropped,
+        ),
+        (
+            "oversized_drops",
+            "Downstream messages dropped unsent because their frame exceeded the link's frame limit",
+            total.oversized,
         ),
         (
             "resyncs",

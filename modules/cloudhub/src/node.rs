@@ -48,6 +48,8 @@ pub(crate) struct NodeStats {
     pub retransmits: AtomicU64,
     pub acked: AtomicU64,
     pub dropped: AtomicU64,
+    /// Messages dropped unsent because their frame exceeded the link's limit.
+    pub oversized: AtomicU64,
     pub resyncs: AtomicU64,
     pub upstream: AtomicU64,
     /// Frame bytes of sessions that ended (the live session's are in `live_bytes`).

@@ -51,11 +51,16 @@ fn now() -> Instant {
 }
 
 /// Serves one incoming connection to its end, logging how it ended.
-pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, ctx: Context) {
+pub(crate) async fn serve(
+    incoming: Incoming,
+    ticket: crate::gate::Ticket,
+    shared: Arc<Shared>,
+    ctx: Context,
+) {
     let remote = incoming.remote_addr();
     let span = tracing::info_span!("session", %remote, node_id = tracing::field::Empty);
     async move {
-        match run(incoming, &shared, &ctx).await {
+        match run(incoming, ticket, &shared, &ctx).await {
             Ok(()) => tracing::info!("session ended: the node closed it"),
             Err(HubError::Shutdown) => tracing::debug!("session ended: cloudcore is stopping"),
             Err(HubError::Replaced) => tracing::info!("session replaced by a newer one"),
@@ -67,11 +72,28 @@ pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, ctx: Context)
 }
 
 /// The handshakes, once a handshake permit is free; a connection that waited a whole handshake
-/// timeout for one is refused.
-async fn establish(incoming: Incoming, shared: &Shared) -> Result<link::Conn, HubError> {
+/// timeout for one is refused. An address that held a valid session before may also take one
+/// of the reserved permits. `ticket` (the address's share) is given back once the handshakes
+/// are over.
+async fn establish(
+    incoming: Incoming,
+    ticket: crate::gate::Ticket,
+    shared: &Shared,
+) -> Result<link::Conn, HubError> {
     let wait = shared.config.handshake_timeout;
     let waiting = Waiting::count(&shared.handshakes_waiting);
-    let acquired = tokio::time::timeout(wait, shared.handshakes.clone().acquire_owned()).await;
+    let known = shared.gate.is_known(incoming.remote_addr().ip());
+    let acquire = async {
+        let open = shared.handshakes.clone().acquire_owned();
+        if !known {
+            return open.await;
+        }
+        tokio::select! {
+            permit = open => permit,
+            permit = shared.reserved_handshakes.clone().acquire_owned() => permit,
+        }
+    };
+    let acquired = tokio::time::timeout(wait, acquire).await;
     drop(waiting);
     let permit = match acquired {
         Ok(Ok(permit)) => permit,
@@ -81,9 +103,9 @@ async fn establish(incoming: Incoming, shared: &Shared) -> Result<link::Conn, Hu
             return Err(HubError::Busy(wait));
         }
     };
-    let conn = incoming.establish().await?;
-    drop(permit);
-    Ok(conn)
+    let conn = incoming.establish().await;
+    drop((permit, ticket));
+    Ok(conn?)
 }
 
 /// Counts one connection waiting for a handshake slot for as long as it lives (a shutdown may
@@ -113,13 +135,17 @@ struct Admitted {
 }
 
 /// The handshakes, the node's name from its certificate, and its hello.
-async fn admit(incoming: Incoming, shared: &Shared) -> Result<Admitted, HubError> {
+async fn admit(
+    incoming: Incoming,
+    ticket: crate::gate::Ticket,
+    shared: &Shared,
+) -> Result<Admitted, HubError> {
     // A shutdown drops a handshake in progress, which closes the connection at once; finished
     // after the process is gone, it would leave the node waiting for its idle timeout.
     let conn = tokio::select! {
         biased;
         _ = shared.shutdown.cancelled() => return Err(HubError::Shutdown),
-        conn = establish(incoming, shared) => conn?,
+        conn = establish(incoming, ticket, shared) => conn?,
     };
     let Some(node) = conn.peer_node().map(str::to_string) else {
         let (sink, _) = conn.split();
@@ -181,7 +207,13 @@ async fn refuse_revoked(conn: link::Conn, node: &str, at: i64) -> HubError {
     err.into()
 }
 
-async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), HubError> {
+async fn run(
+    incoming: Incoming,
+    ticket: crate::gate::Ticket,
+    shared: &Shared,
+    ctx: &Context,
+) -> Result<(), HubError> {
+    let remote = incoming.remote_addr();
     // What runs before and after the session loop is boxed: a future is as large as its
     // largest step, and a session's task lives as long as its node stays connected (one
     // cloudhub holds many thousands, most of them idle in the loop).
@@ -191,7 +223,7 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
         mut frames,
         hello,
         bytes,
-    } = Box::pin(admit(incoming, shared)).await?;
+    } = Box::pin(admit(incoming, ticket, shared)).await?;
     let slot = shared.nodes.slot(&node);
     let session_id = shared.next_session_id();
     let cancel = shared.shutdown.child_token();
@@ -227,7 +259,11 @@ async fn run(incoming: Incoming, shared: &Shared, ctx: &Context) -> Result<(), H
     };
     let result = Box::pin(session.open(&hello, session_id)).await;
     let result = match result {
-        Ok(()) => session.run_loop(&mut frames, handled_rx, &cancel).await,
+        Ok(()) => {
+            // A valid session: the address may use the reserved handshake slots from now on.
+            shared.gate.remember(remote.ip());
+            session.run_loop(&mut frames, handled_rx, &cancel).await
+        }
         Err(e) => Err(e),
     };
     Box::pin(session.finish(session_id, &result)).await;
@@ -243,6 +279,9 @@ impl Session<'_> {
             let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
             ob.reset_for_new_session();
             ob.set_peer_window(hello.limits.recv_window);
+            // What this end's sink sends and what the edge reads, whichever is smaller.
+            let limit = self.shared.config.max_frame.min(hello.limits.max_frame);
+            ob.set_max_frame(limit as usize);
             self.before_digest = Some(ob.queue().ids().collect());
         }
         self.slot.overflowed.store(false, Ordering::Release);
@@ -349,11 +388,47 @@ impl Session<'_> {
     }
 
     fn take_transmits(&mut self, now: Instant) -> Result<(), HubError> {
-        let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
-        while let Some(frame) = self.core.poll_transmit(&mut ob, now)? {
-            self.batch.push(frame);
+        {
+            let mut ob = self.slot.outbound.lock().expect("outbound lock poisoned");
+            while let Some(frame) = self.core.poll_transmit(&mut ob, now)? {
+                self.batch.push(frame);
+            }
+        }
+        // Transmitting reports only messages too large to send (the others come from frames).
+        while let Some(event) = self.core.poll_event() {
+            if let Event::Oversized(dropped) = event {
+                self.on_oversized(*dropped);
+            }
         }
         Ok(())
+    }
+
+    /// A queued message was too large for the link and was dropped unsent: reported, counted,
+    /// and if it was the reply to one of the node's requests, the request is answered with an
+    /// error instead, so the node's writer does not wait for a reply that never comes.
+    fn on_oversized(&mut self, dropped: wire::Oversized) {
+        let wire::Oversized { key, msg, len, max } = dropped;
+        let node = &self.slot.name;
+        self.slot.stats.oversized.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(node_id = %node, key = %key, size = len, limit = max, "downstream message exceeds the link's frame limit; dropped unsent");
+        let Some(parent) = msg.parent_id() else {
+            return;
+        };
+        let text = format!(
+            "the cloud's reply of {len} bytes exceeds the link's frame limit of {max} bytes \
+             and was dropped; the request may have been carried out"
+        );
+        let mut reply = Message::new()
+            .route(
+                msg.router.source.clone(),
+                msg.router.group.clone(),
+                msg.router.resource.clone(),
+                Operation::Error,
+            )
+            .with_content(text);
+        reply.header.parent_id = Some(parent);
+        let key = format!("reply/{}", reply.id());
+        self.shared.nodes.push_reply(node, key, reply);
     }
 
     /// Adds what the core counted since the last report to the node's stats.
@@ -385,6 +460,7 @@ impl Session<'_> {
                 Event::Inventory(inventory) => Box::pin(self.on_inventory(inventory)).await?,
                 // Counted by the core; the controller's resync needs no per-ack news.
                 Event::Acked(_) => {}
+                Event::Oversized(dropped) => self.on_oversized(*dropped),
                 Event::InventoryRequested | Event::ResyncDone { .. } => {
                     unreachable!("the cloud role never reports edge events")
                 }

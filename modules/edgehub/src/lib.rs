@@ -78,6 +78,8 @@ pub struct Stats {
     pub upstream_sent: AtomicU64,
     pub upstream_acked: AtomicU64,
     pub inventories: AtomicU64,
+    /// Upstream messages dropped unsent because their frame exceeded the link's limit.
+    pub upstream_oversized: AtomicU64,
     /// Unix seconds of the last session start or ack from the cloud (0: never).
     pub last_sync: AtomicU64,
     /// Certificate renewal requests sent.

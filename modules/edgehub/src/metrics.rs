@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
@@ -45,6 +46,11 @@ pub(crate) fn register(registry: &mut Registry, hub: &Handle) {
         "last_sync_timestamp_seconds",
         "Unix time of the last session start or ack from the cloud (0: never)",
         ConstGauge::new(hub.stats.last_sync.load(Ordering::Relaxed) as i64),
+    );
+    sub.register(
+        "upstream_oversized_drops",
+        "Upstream messages dropped unsent because their frame exceeded the link's frame limit",
+        ConstCounter::new(hub.stats.upstream_oversized.load(Ordering::Relaxed)),
     );
     sub.register(
         "connects",

@@ -108,6 +108,8 @@ pub(crate) async fn run(
     };
     let mut outbound = Outbound::new(hub.config.window as usize * 4, window);
     outbound.set_peer_window(welcome.limits.recv_window);
+    // What this end's sink sends and what the cloud reads, whichever is smaller.
+    outbound.set_max_frame(hub.config.max_frame.min(welcome.limits.max_frame) as usize);
     let config = SessionConfig {
         recv: RecvConfig {
             window: hub.config.window,
@@ -227,6 +229,12 @@ impl Session<'_> {
         while let Some(frame) = self.core.poll_transmit(&mut self.outbound, now)? {
             self.batch.push(frame);
         }
+        // Transmitting reports only messages too large to send (the others come from frames).
+        while let Some(event) = self.core.poll_event() {
+            if let Event::Oversized(dropped) = event {
+                self.on_oversized(*dropped).await?;
+            }
+        }
         self.report_stats();
         if self.batch.is_empty() {
             return Ok(());
@@ -319,6 +327,7 @@ impl Session<'_> {
                 Event::ResyncDone { upserts, deletes } => {
                     tracing::info!(upserts, deletes, "in sync with the cloud");
                 }
+                Event::Oversized(dropped) => self.on_oversized(*dropped).await?,
                 Event::Inventory(_) => unreachable!("the edge role never receives an inventory"),
             }
         }
@@ -389,6 +398,28 @@ impl Session<'_> {
             let msg = *full.msg;
             let resp = msg.error_response(NAME, "edgehub upstream queue is full; try again");
             let _ = self.ctx.respond(resp);
+        }
+        Ok(())
+    }
+
+    /// An upstream message too large for the link was dropped unsent: a local module waiting
+    /// for its reply gets an error now, an outbox entry is removed (it could never go), and
+    /// either way the upstream queue moves on.
+    async fn on_oversized(&mut self, dropped: wire::Oversized) -> Result<(), HubError> {
+        let wire::Oversized { key, msg, len, max } = dropped;
+        self.hub
+            .stats
+            .upstream_oversized
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::error!(node_id = %self.hub.node, key = %key, size = len, limit = max, "upstream message exceeds the link's frame limit; dropped unsent");
+        if self.requests.remove(&msg.id()) {
+            let text =
+                format!("the request of {len} bytes exceeds the link's frame limit of {max} bytes");
+            let _ = self.ctx.respond(msg.error_response(NAME, text));
+        }
+        if let Some(entry) = self.taken.acked(msg.id()) {
+            self.hub.meta.outbox_ack(vec![entry]).await?;
+            self.outbox_dirty = true;
         }
         Ok(())
     }

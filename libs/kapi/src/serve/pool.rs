@@ -8,6 +8,12 @@
 //! room: the oldest of the same address when that address is at its cap, else the oldest of the
 //! address holding the most (so one flood cannot push out another client's fresh connection).
 //! Only when none is idle is the new one refused. Authenticated connections are never evicted.
+//!
+//! An authenticated connection is then *identified* by the user of its first request: an
+//! unprivileged user (not an admin, not a node) holds at most `max_per_user` connections, and
+//! all unprivileged users together at most `max_total - max_unauthenticated - reserved`, so
+//! `reserved` connections stay free for the admin and the nodes however many identities a
+//! flood uses. A connection over either share is refused at its first request and closed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
@@ -24,6 +30,10 @@ pub(crate) struct Limits {
     pub(crate) max_total: usize,
     pub(crate) max_unauthenticated: usize,
     pub(crate) max_per_client: usize,
+    /// Connections of one unprivileged user.
+    pub(crate) max_per_user: usize,
+    /// Connections kept for privileged users (never taken by unprivileged ones).
+    pub(crate) reserved: usize,
 }
 
 /// The answer to a new connection.
@@ -44,6 +54,10 @@ pub(crate) enum Refusal {
     PerClient,
     /// The server is full and no unauthenticated connection is idle.
     Full,
+    /// Its user holds its share of connections.
+    PerUser,
+    /// Unprivileged users hold all the connections not reserved for privileged ones.
+    Unreserved,
 }
 
 /// The connections a server holds.
@@ -55,6 +69,9 @@ pub(crate) struct Pool<T> {
     waiting: BTreeMap<u64, Waiting<T>>,
     per_client: HashMap<IpAddr, usize>,
     authenticated: HashSet<u64>,
+    /// Identified connections of unprivileged users, with their user.
+    owners: HashMap<u64, String>,
+    per_user: HashMap<String, usize>,
 }
 
 #[derive(Debug)]
@@ -76,7 +93,14 @@ impl Limits {
             max_total,
             max_unauthenticated,
             max_per_client,
+            max_per_user: self.max_per_user.max(1),
+            reserved: self.reserved.min(max_total - max_unauthenticated),
         }
+    }
+
+    /// Connections all unprivileged users may hold together.
+    fn unprivileged(&self) -> usize {
+        (self.max_total - self.max_unauthenticated - self.reserved).max(1)
     }
 }
 
@@ -90,6 +114,8 @@ impl<T: Evictable> Pool<T> {
             waiting: BTreeMap::new(),
             per_client: HashMap::new(),
             authenticated: HashSet::new(),
+            owners: HashMap::new(),
+            per_user: HashMap::new(),
         }
     }
 
@@ -125,10 +151,41 @@ impl<T: Evictable> Pool<T> {
         true
     }
 
+    /// Connection `id` carried a request of `user` (`privileged`: an admin or a node): it is
+    /// authenticated and, for an unprivileged user, counted under the user unless that is over
+    /// a share. A connection keeps the first user it was counted under.
+    pub(crate) fn identify(
+        &mut self,
+        id: u64,
+        user: &str,
+        privileged: bool,
+    ) -> Result<(), Refusal> {
+        if !self.promote(id) || privileged || self.owners.contains_key(&id) {
+            return Ok(());
+        }
+        if self.per_user.get(user).copied().unwrap_or(0) >= self.limits.max_per_user {
+            return Err(Refusal::PerUser);
+        }
+        if self.owners.len() >= self.limits.unprivileged() {
+            return Err(Refusal::Unreserved);
+        }
+        self.owners.insert(id, user.to_owned());
+        *self.per_user.entry(user.to_owned()).or_default() += 1;
+        Ok(())
+    }
+
     /// Connection `id` closed (a no-op for one already evicted).
     pub(crate) fn release(&mut self, id: u64) {
         if self.remove_waiting(id).is_none() {
             self.authenticated.remove(&id);
+        }
+        if let Some(user) = self.owners.remove(&id)
+            && let Some(n) = self.per_user.get_mut(&user)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.per_user.remove(&user);
+            }
         }
     }
 

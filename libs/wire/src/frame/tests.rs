@@ -238,3 +238,20 @@ proptest! {
         prop_assert!(rejected);
     }
 }
+
+#[test]
+fn data_frame_len_is_the_encoded_size_at_the_widest_seq() {
+    for size in [0, 10, 300, 70_000] {
+        let m = msg("default/pods/a", "7").with_content(vec![b'x'; size]);
+        let widest = encode(&Frame::Data {
+            seq: u64::MAX,
+            msg: Box::new(m.clone()),
+        });
+        assert_eq!(data_frame_len(&m), widest.len());
+        let first = encode(&Frame::Data {
+            seq: 1,
+            msg: Box::new(m.clone()),
+        });
+        assert!(data_frame_len(&m) >= first.len());
+    }
+}

@@ -32,6 +32,8 @@ fn pool(max_total: usize, max_unauthenticated: usize, max_per_client: usize) -> 
         max_total,
         max_unauthenticated,
         max_per_client,
+        max_per_user: max_total,
+        reserved: 0,
     })
 }
 
@@ -153,6 +155,8 @@ fn limits_are_made_consistent() {
         max_total: 0,
         max_unauthenticated: 50,
         max_per_client: 0,
+        max_per_user: 0,
+        reserved: 10,
     }
     .sane();
     assert_eq!(
@@ -163,4 +167,48 @@ fn limits_are_made_consistent() {
         ),
         (1, 1, 1)
     );
+}
+
+#[test]
+fn one_user_holds_its_share_of_connections_and_the_reserve_stays_for_the_privileged() {
+    let mut pool = Pool::new(Limits {
+        max_total: 10,
+        max_unauthenticated: 2,
+        max_per_client: 2,
+        max_per_user: 3,
+        reserved: 3,
+    });
+    let open = |pool: &mut Pool<Fake>| {
+        let id = admitted(pool, ip(2), "c");
+        pool.promote(id);
+        id
+    };
+    // One user: three connections, the fourth is refused.
+    let mine: Vec<u64> = (0..3).map(|_| open(&mut pool)).collect();
+    for &id in &mine {
+        assert_eq!(pool.identify(id, "sa", false), Ok(()));
+        assert_eq!(pool.identify(id, "sa", false), Ok(()), "counted once");
+    }
+    let fourth = open(&mut pool);
+    assert_eq!(pool.identify(fourth, "sa", false), Err(Refusal::PerUser));
+    pool.release(fourth);
+    // Many users: 10 - 2 - 3 = 5 unprivileged connections in all.
+    let more: Vec<u64> = (0..2).map(|_| open(&mut pool)).collect();
+    assert_eq!(pool.identify(more[0], "sa-2", false), Ok(()));
+    assert_eq!(pool.identify(more[1], "sa-3", false), Ok(()));
+    let sixth = open(&mut pool);
+    assert_eq!(
+        pool.identify(sixth, "sa-4", false),
+        Err(Refusal::Unreserved)
+    );
+    pool.release(sixth);
+    // The admin and the nodes still get in.
+    for who in ["admin", "system:node:n1", "system:node:n2"] {
+        let id = admitted(&mut pool, ip(1), "privileged");
+        assert_eq!(pool.identify(id, who, true), Ok(()));
+    }
+    // A connection closed gives its user's room back.
+    pool.release(mine[0]);
+    let again = open(&mut pool);
+    assert_eq!(pool.identify(again, "sa", false), Ok(()));
 }
