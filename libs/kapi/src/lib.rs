@@ -9,6 +9,7 @@ pub mod local;
 mod registry;
 pub mod serve;
 mod server;
+mod size;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use serde_json::Value;
 pub use registry::Registry;
 pub use serve::{Connection, PeerCertificate, RemoteAddr, ServeConfig, ServeStats, serve};
 pub use server::router;
+pub use size::{MAX_OBJECT_BYTES, check_object_size};
 
 /// Who makes a request (from a bearer token or a client certificate, or the local default).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,6 +8,7 @@ mod discovery;
 mod list;
 mod local;
 mod protobuf;
+mod sizes;
 mod surface;
 mod validation;
 mod watch;
