@@ -5,6 +5,7 @@
 //! go through a [`Backend`], and who the caller is comes from the request's [`User`] extension.
 #![forbid(unsafe_code)]
 
+mod client_limits;
 pub mod local;
 mod registry;
 pub mod serve;
@@ -19,6 +20,7 @@ use apimachinery::{ApiError, ResourceInfo};
 use bytes::Bytes;
 use serde_json::Value;
 
+pub use client_limits::{ClientLimiter, ClientLimits};
 pub use registry::Registry;
 pub use serve::{Connection, PeerCertificate, RemoteAddr, ServeConfig, ServeStats, serve};
 pub use server::router;

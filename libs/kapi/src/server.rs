@@ -71,6 +71,17 @@ pub fn router(api: Api) -> Router {
     Router::new().fallback(handle).with_state(api)
 }
 
+/// Whether a request for `uri` is a watch (`?watch=true`, or under the legacy `/watch/` prefix).
+pub(crate) fn is_watch(uri: &axum::http::Uri) -> bool {
+    let legacy = matches!(path::parse(uri.path()), Ok(Route::Resource(raw)) if raw.watch_prefix);
+    legacy || Params::parse(uri.query()).flag("watch").unwrap_or(false)
+}
+
+/// An error as its `Status` response.
+pub(crate) fn error_response(e: ApiError) -> Response {
+    ErrorResponse(e).into_response()
+}
+
 /// A resource request resolved against the registry.
 #[derive(Debug)]
 pub(crate) struct Target {

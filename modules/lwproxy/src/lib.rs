@@ -82,6 +82,7 @@ pub struct Handle {
     addr: SocketAddr,
     tls: bool,
     connections: kapi::ServeStats,
+    limiter: kapi::ClientLimiter,
     app: axum::Router,
 }
 
@@ -120,17 +121,20 @@ impl LwProxy {
         let listener = TcpListener::bind(config.server).await.map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
         let app = kapi::router(api);
+        let limiter = kapi::ClientLimiter::new(config.client_limits());
         let handle = Handle {
             addr,
             tls: tls.is_some(),
             connections: kapi::ServeStats::default(),
+            limiter: limiter.clone(),
             app: app.clone(),
         };
         tracing::info!(bound = %addr, url = %handle.url(), "lwproxy listening");
+        // Only what comes over the socket is capped; in-process callers (edged) are not.
         let serving = Serving {
             listener,
             tls,
-            app,
+            app: limiter.layer(app),
             connections: handle.connections.clone(),
         };
         let proxy = LwProxy {
@@ -217,6 +221,11 @@ impl Handle {
     /// The counters of lwproxy's connections.
     pub fn connections(&self) -> &kapi::ServeStats {
         &self.connections
+    }
+
+    /// The per-client caps on watches and requests, with what they refused.
+    pub fn client_limits(&self) -> &kapi::ClientLimiter {
+        &self.limiter
     }
 
     /// The endpoint's routes, to call in-process (edged does) as the local admin a loopback
