@@ -23,7 +23,7 @@ use serde_json::Value;
 pub use client_limits::{ClientLimiter, ClientLimits};
 pub use registry::Registry;
 pub use serve::{Connection, PeerCertificate, RemoteAddr, ServeConfig, ServeStats, serve};
-pub use server::router;
+pub use server::{bad_objects_skipped, router};
 pub use size::{MAX_OBJECT_BYTES, check_object_size};
 
 /// Who makes a request (from a bearer token or a client certificate, or the local default).

@@ -63,6 +63,7 @@ use crate::{Api, ReadRequest, User};
 use error::ErrorResponse;
 use path::{ResourcePath, Route};
 use query::Params;
+pub use render::bad_objects_skipped;
 
 /// The Kubernetes REST routes over `api`: `/version`, `/api`, `/apis`, discovery, OpenAPI v3,
 /// and every resource path with its verbs and subresources. The caller adds authentication

@@ -1,7 +1,12 @@
 //! Response bodies: objects as stored (spliced without re-encoding when they are already
 //! right), lists, tables, metadata-only forms, watch event lines.
+//!
+//! A stored object that is not a JSON object (a damaged row) is left out of every list, with a
+//! warning naming its key, and counted ([`crate::bad_objects_skipped`]): the rest of the list
+//! is still served, and the cloud's resync replaces the row. A get of it is still a 500.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use apimachinery::table::{self, IncludeObject};
@@ -20,6 +25,15 @@ pub(crate) const JSON: &str = "application/json";
 
 /// The annotation that marks the end of a streaming list's initial events.
 pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Stored objects left out of lists because they are not JSON objects.
+static BAD_OBJECTS_SKIPPED: AtomicU64 = AtomicU64::new(0);
+
+/// How many stored objects lists have left out so far (in this process) because they were not
+/// JSON objects.
+pub fn bad_objects_skipped() -> u64 {
+    BAD_OBJECTS_SKIPPED.load(Ordering::Relaxed)
+}
 
 /// A list page: its items, snapshot revision and continue token.
 pub(crate) struct Page<'a> {
@@ -128,26 +142,24 @@ pub(crate) fn list(
             match encode(texts) {
                 Ok(body) => Ok(Bytes::from(body)),
                 Err(_) => {
-                    let values = page.items.iter().map(|o| object_value(info, o, None));
-                    let values = values.map(|v| v.map(kpb::Json::Value));
-                    encode(values.collect::<Result<_, _>>()?)
+                    let values = listable(page.items, |o| object_value(info, o, None));
+                    let values = values.into_iter().map(kpb::Json::Value).collect();
+                    encode(values)
                         .map(Bytes::from)
                         .map_err(|e| ApiError::internal(format!("{}: {e}", info.list_kind)))
                 }
             }
         }
         Output::Table => {
-            let objects = values(info, page.items)?;
+            let objects = listable(page.items, |o| object_value(info, o, None));
             let mut t = table::render(info, &objects, include, now());
             t["metadata"] = meta;
             Ok(to_bytes(&t))
         }
         Output::Metadata => {
-            let items = page
-                .items
-                .iter()
-                .map(|o| object_value(info, o, None).map(|v| partial(&v)))
-                .collect::<Result<Vec<_>, _>>()?;
+            let items = listable(page.items, |o| {
+                object_value(info, o, None).map(|v| partial(&v))
+            });
             Ok(to_bytes(&json!({
                 "kind": "PartialObjectMetadataList",
                 "apiVersion": "meta.k8s.io/v1",
@@ -293,11 +305,7 @@ fn json_list(info: &ResourceInfo, page: &Page<'_>, meta: &Value) -> Result<Bytes
         "metadata": meta,
     });
     let head = to_bytes(&head);
-    let items = page
-        .items
-        .iter()
-        .map(|o| object_json(info, o, None))
-        .collect::<Result<Vec<_>, _>>()?;
+    let items = listable(page.items, |o| object_json(info, o, None));
     let size = head.len() + items.iter().map(|i| i.len() + 1).sum::<usize>() + 16;
     let mut out = BytesMut::with_capacity(size);
     // `head` is a JSON object: drop its closing brace and append the items.
@@ -313,11 +321,23 @@ fn json_list(info: &ResourceInfo, page: &Page<'_>, meta: &Value) -> Result<Bytes
     Ok(out.freeze())
 }
 
-fn values(
-    info: &ResourceInfo,
+/// Each item rendered by `render`, leaving out (with a warning, counted) those that are not
+/// JSON objects.
+fn listable<T>(
     items: &[std::sync::Arc<StoredObject>],
-) -> Result<Vec<Value>, ApiError> {
-    items.iter().map(|o| object_value(info, o, None)).collect()
+    render: impl Fn(&StoredObject) -> Result<T, ApiError>,
+) -> Vec<T> {
+    let mut rendered = Vec::with_capacity(items.len());
+    for obj in items {
+        match render(obj) {
+            Ok(item) => rendered.push(item),
+            Err(e) => {
+                BAD_OBJECTS_SKIPPED.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(key = %obj.key, error = %e.message, "left out of a list: not a JSON object");
+            }
+        }
+    }
+    rendered
 }
 
 /// True when the stored JSON already has the served kind, apiVersion and (when asked) the

@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bad_rows;
 mod discovery;
 mod list;
 mod local;
