@@ -47,7 +47,10 @@ fn a_json_patch_of_more_than_ten_thousand_operations_is_refused() {
         "The allowed number of operations in a JSON patch is 10000, got 10001"
     );
     let status = crate::ApiError::from(PatchError::TooLarge(message));
-    assert_eq!((status.code, status.reason.as_str()), (413, "RequestEntityTooLarge"));
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (413, "RequestEntityTooLarge")
+    );
 }
 
 #[test]
@@ -65,7 +68,10 @@ fn copies_doubling_a_value_are_refused_before_they_grow_the_object() {
         started.elapsed()
     );
     assert!(message.contains("operation 5 (copy)"), "{message}");
-    assert!(message.contains(&MAX_PATCHED_BYTES.to_string()), "{message}");
+    assert!(
+        message.contains(&MAX_PATCHED_BYTES.to_string()),
+        "{message}"
+    );
 }
 
 #[test]
@@ -102,7 +108,10 @@ fn every_patch_type_refuses_a_result_past_the_limit() {
     let merge = json!({"data": {"b": big}});
     for kind in [PatchType::Merge, PatchType::StrategicMerge] {
         let message = too_large(patch(kind, &original, &merge));
-        assert!(message.contains("the patched object is"), "{kind:?}: {message}");
+        assert!(
+            message.contains("the patched object is"),
+            "{kind:?}: {message}"
+        );
     }
     let add = json!([{"op": "add", "path": "/data/b", "value": big}]);
     too_large(patch(PatchType::Json, &original, &add));
@@ -111,5 +120,8 @@ fn every_patch_type_refuses_a_result_past_the_limit() {
 #[test]
 fn the_encoded_length_is_the_length_of_the_encoding() {
     let value = json!({"a": [1, "two", null, {"b": 3.5}], "c": "é\n"});
-    assert_eq!(encoded_len(&value), serde_json::to_vec(&value).unwrap().len());
+    assert_eq!(
+        encoded_len(&value),
+        serde_json::to_vec(&value).unwrap().len()
+    );
 }
