@@ -111,6 +111,15 @@ pub(crate) async fn list(
         }
         .encode()
     });
+    if output == Output::Json {
+        let body = render::json_list_body(
+            info,
+            result.items,
+            resource_version,
+            continue_token.as_deref(),
+        );
+        return Ok(render::body_response(StatusCode::OK, render::JSON, body));
+    }
     let page = Page {
         items: &result.items,
         resource_version,

@@ -50,7 +50,11 @@ pub(crate) fn json_response(code: StatusCode, value: &Value) -> Response {
 }
 
 pub(crate) fn bytes_response(code: StatusCode, content_type: &str, body: Bytes) -> Response {
-    let mut resp = Response::new(Body::from(body));
+    body_response(code, content_type, Body::from(body))
+}
+
+pub(crate) fn body_response(code: StatusCode, content_type: &str, body: Body) -> Response {
+    let mut resp = Response::new(body);
     *resp.status_mut() = code;
     let ct = HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static(JSON));
     resp.headers_mut().insert(header::CONTENT_TYPE, ct);
@@ -109,6 +113,56 @@ pub(crate) fn object_value(
         }
     }
     Ok(value)
+}
+
+/// Bytes of list items gathered into one frame of a streamed JSON list.
+const LIST_FRAME: usize = 64 * 1024;
+
+/// A JSON list page as a streamed body: the items are encoded a frame at a time as the client
+/// reads, so the response never holds a second copy of the whole list (only the stored items
+/// it was read from). Items that are not JSON objects are left out, as in [`list`].
+pub(crate) fn json_list_body(
+    info: &ResourceInfo,
+    items: Vec<std::sync::Arc<StoredObject>>,
+    resource_version: u64,
+    continue_token: Option<&str>,
+) -> Body {
+    let head = to_bytes(&json!({
+        "kind": info.list_kind,
+        "apiVersion": info.api_version(),
+        "metadata": list_meta(resource_version, continue_token),
+    }));
+    let mut first = BytesMut::with_capacity(head.len() + 16);
+    // `head` is a JSON object: drop its closing brace and open the items.
+    first.put_slice(&head[..head.len() - 1]);
+    first.put_slice(b",\"items\":[");
+    let info = info.clone();
+    let mut items = items.into_iter();
+    let mut pending = Some(first);
+    let mut started = false;
+    let frames = std::iter::from_fn(move || {
+        let mut frame = pending.take()?;
+        for obj in items.by_ref() {
+            let Some(item) =
+                listable(std::slice::from_ref(&obj), |o| object_json(&info, o, None)).pop()
+            else {
+                continue;
+            };
+            if started {
+                frame.put_u8(b',');
+            }
+            started = true;
+            frame.put_slice(&item);
+            if frame.len() >= LIST_FRAME {
+                pending = Some(BytesMut::new());
+                return Some(frame.freeze());
+            }
+        }
+        frame.put_slice(b"]}");
+        Some(frame.freeze())
+    });
+    let frames = frames.map(Ok::<_, std::convert::Infallible>);
+    Body::from_stream(futures::stream::iter(frames))
 }
 
 /// A list page in the requested representation.

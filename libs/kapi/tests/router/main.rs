@@ -4,9 +4,9 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod bad_rows;
 mod discovery;
 mod list;
+mod list_bodies;
 mod local;
 mod protobuf;
 mod sizes;

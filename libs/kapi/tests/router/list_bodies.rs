@@ -1,5 +1,6 @@
-//! A damaged row in the store (not JSON, or JSON but not an object) is left out of lists, in
-//! every form, instead of failing the whole list; the other objects are still served.
+//! How list bodies are made: a damaged row in the store (not JSON, or JSON but not an object)
+//! is left out of lists, in every form, instead of failing the whole list; a big JSON list is
+//! streamed a frame at a time rather than built whole.
 
 use axum::http::StatusCode;
 use bytes::Bytes;
@@ -67,4 +68,45 @@ async fn a_list_leaves_out_rows_that_are_not_json_objects_and_serves_the_rest() 
     // The damaged object itself cannot be served.
     let reply = h.get(&format!("{LIST}/broken")).await;
     assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+}
+
+#[tokio::test]
+async fn a_big_json_list_is_streamed_in_frames_not_built_whole() {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let h = harness();
+    let value = "v".repeat(4 * 1024);
+    for i in 0..100 {
+        let cm = object(
+            "default",
+            &format!("cm-{i:03}"),
+            json!({}),
+            json!({"data": {"k": value}}),
+        );
+        h.put("configmaps", cm).await;
+    }
+    let req = crate::support::request(
+        axum::http::Method::GET,
+        LIST,
+        &[],
+        axum::body::Body::empty(),
+    );
+    let resp = h.router().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut body = resp.into_body();
+    let (mut frames, mut largest, mut bytes) = (0, 0, Vec::new());
+    while let Some(frame) = body.frame().await {
+        let data = frame.unwrap().into_data().unwrap();
+        frames += 1;
+        largest = usize::max(largest, data.len());
+        bytes.extend_from_slice(&data);
+    }
+    assert!(bytes.len() > 400 * 1024, "{} bytes", bytes.len());
+    assert!(frames > 4, "{frames} frames");
+    assert!(largest < 128 * 1024, "the largest frame is {largest} bytes");
+    let list: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(list["items"].as_array().unwrap().len(), 100);
+    assert_eq!(list["items"][99]["metadata"]["name"], "cm-099");
 }
