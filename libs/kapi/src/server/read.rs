@@ -27,6 +27,9 @@ use super::render::{self, Page};
 use super::select;
 use super::token::ContinueToken;
 
+/// JSON lists of at least this many stored bytes are streamed ([`render::json_list_body`]).
+const STREAM_LIST_BYTES: usize = 256 * 1024;
+
 /// Renders in `output`; a protobuf answer that cannot be made (a stored object its type does
 /// not read) is made in JSON, which clients decode by the response's content type.
 fn with_json_fallback(
@@ -111,7 +114,9 @@ pub(crate) async fn list(
         }
         .encode()
     });
-    if output == Output::Json {
+    // A big JSON list streams; a small one goes whole, with its length.
+    let stored: usize = result.items.iter().map(|o| o.value.len()).sum();
+    if output == Output::Json && stored >= STREAM_LIST_BYTES {
         let body = render::json_list_body(
             info,
             result.items,
