@@ -1,5 +1,11 @@
 //! JSON patch, JSON merge patch and strategic merge patch.
 //!
+//! Every patched object is bounded: a JSON patch has at most [`MAX_JSON_PATCH_OPERATIONS`]
+//! operations and may not grow the object past [`MAX_PATCHED_BYTES`] while it applies, and
+//! the result of any patch type is refused past that size (413). A merge patch can only add
+//! what its body holds, so its growth is bounded by the request body already; the object store
+//! refuses anything past its own, smaller, object limit when it is written.
+//!
 //! Server-side apply (`application/apply-patch+yaml`) needs the object's field owners, so it
 //! is not a patch of this module: [`crate::managedfields::apply`] does it, and [`apply`]
 //! refuses it.
@@ -8,8 +14,17 @@ use serde_json::Value;
 
 use crate::catalog::ResourceInfo;
 
+mod json;
 pub(crate) mod schema;
 mod strategic;
+
+/// The most operations a JSON patch may hold (kube-apiserver's `maxJSONPatchOperations`).
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// The largest a patched object may become, in encoded JSON bytes, while a patch applies and
+/// after: kube-apiserver's request body limit (3 MiB), which also bounds what its JSON patch
+/// `copy` operations may accumulate.
+pub const MAX_PATCHED_BYTES: usize = 3 * 1024 * 1024;
 
 /// The patch types, by request content type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +51,9 @@ pub enum PatchError {
     /// The patch is valid but cannot be applied to this object (HTTP 422).
     #[error("{0}")]
     Invalid(String),
+    /// The patch has too many operations, or would make the object too large (HTTP 413).
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 // === impl PatchType ===
@@ -87,7 +105,7 @@ pub fn apply(
         return Err(unsupported(info));
     }
     let patched = match kind {
-        PatchType::Json => json_patch(original, patch)?,
+        PatchType::Json => json::apply(original, patch)?,
         PatchType::Merge => merge_patch(original, patch)?,
         PatchType::StrategicMerge => {
             let schema = schema::Schema::for_resource(info);
@@ -100,7 +118,43 @@ pub fn apply(
             "the patched object must be a JSON object".to_owned(),
         ));
     }
+    check_size(&patched)?;
     Ok(patched)
+}
+
+/// Refuses an object whose JSON encoding is larger than [`MAX_PATCHED_BYTES`] (413), for
+/// what a patch or a server-side apply made.
+pub fn check_size(obj: &Value) -> Result<(), PatchError> {
+    let size = encoded_len(obj);
+    if size > MAX_PATCHED_BYTES {
+        return Err(too_large(&format!("the patched object is {size} bytes")));
+    }
+    Ok(())
+}
+
+/// The length of `value`'s compact JSON encoding, counted without building it.
+pub fn encoded_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// kube-apiserver's `RequestEntityTooLarge` wording, with what was too large.
+fn too_large(what: &str) -> PatchError {
+    PatchError::TooLarge(format!(
+        "Request entity too large: {what}, the limit is {MAX_PATCHED_BYTES} bytes"
+    ))
 }
 
 /// kube-apiserver's 415 message, listing what this resource accepts.
@@ -113,16 +167,6 @@ fn unsupported(info: &ResourceInfo) -> PatchError {
         "the body of the request was in an unknown format - accepted media types include: {}",
         accepted.join(", ")
     ))
-}
-
-/// RFC 6902: malformed operations are 400, operations that do not apply (a failed `test`, a
-/// missing path) are 422.
-fn json_patch(original: &Value, patch: &[u8]) -> Result<Value, PatchError> {
-    let ops: json_patch::Patch = serde_json::from_slice(patch)
-        .map_err(|e| PatchError::BadRequest(format!("invalid JSON patch: {e}")))?;
-    let mut doc = original.clone();
-    json_patch::patch(&mut doc, &ops.0).map_err(|e| PatchError::Invalid(e.to_string()))?;
-    Ok(doc)
 }
 
 /// RFC 7386: objects merge recursively, `null` deletes, everything else replaces.

@@ -248,13 +248,14 @@ impl ApiError {
 }
 
 impl From<PatchError> for ApiError {
-    /// 415 `UnsupportedMediaType`, 400 `BadRequest` or 422 `Invalid`, with the patch error's
-    /// message.
+    /// 415 `UnsupportedMediaType`, 400 `BadRequest`, 422 `Invalid` or 413
+    /// `RequestEntityTooLarge`, with the patch error's message.
     fn from(err: PatchError) -> ApiError {
         match err {
             PatchError::Unsupported(m) => ApiError::new(415, "UnsupportedMediaType", m),
             PatchError::BadRequest(m) => ApiError::bad_request(m),
             PatchError::Invalid(m) => ApiError::new(422, "Invalid", m),
+            PatchError::TooLarge(m) => ApiError::new(413, "RequestEntityTooLarge", m),
         }
     }
 }

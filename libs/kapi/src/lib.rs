@@ -5,10 +5,12 @@
 //! go through a [`Backend`], and who the caller is comes from the request's [`User`] extension.
 #![forbid(unsafe_code)]
 
+mod client_limits;
 pub mod local;
 mod registry;
 pub mod serve;
 mod server;
+mod size;
 
 use std::sync::Arc;
 
@@ -18,12 +20,14 @@ use apimachinery::{ApiError, ResourceInfo};
 use bytes::Bytes;
 use serde_json::Value;
 
+pub use client_limits::{ClientLimiter, ClientLimits};
 pub use registry::Registry;
 pub use serve::{
     Connection, InFlightLimits, Level, PeerCertificate, RemoteAddr, ServeConfig, ServeStats,
     fair_share, serve,
 };
-pub use server::router;
+pub use server::{bad_objects_skipped, router};
+pub use size::{MAX_OBJECT_BYTES, check_object_size};
 
 /// Who makes a request (from a bearer token or a client certificate, or the local default).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -63,12 +63,24 @@ use crate::{Api, ReadRequest, User};
 use error::ErrorResponse;
 use path::{ResourcePath, Route};
 use query::Params;
+pub use render::bad_objects_skipped;
 
 /// The Kubernetes REST routes over `api`: `/version`, `/api`, `/apis`, discovery, OpenAPI v3,
 /// and every resource path with its verbs and subresources. The caller adds authentication
 /// (a [`crate::User`] request extension) and TLS.
 pub fn router(api: Api) -> Router {
     Router::new().fallback(handle).with_state(api)
+}
+
+/// Whether a request for `uri` is a watch (`?watch=true`, or under the legacy `/watch/` prefix).
+pub(crate) fn is_watch(uri: &axum::http::Uri) -> bool {
+    let legacy = matches!(path::parse(uri.path()), Ok(Route::Resource(raw)) if raw.watch_prefix);
+    legacy || Params::parse(uri.query()).flag("watch").unwrap_or(false)
+}
+
+/// An error as its `Status` response.
+pub(crate) fn error_response(e: ApiError) -> Response {
+    ErrorResponse(e).into_response()
 }
 
 /// A resource request resolved against the registry.

@@ -115,7 +115,9 @@ impl Store {
     }
 
     /// Why the store cannot write, `None` while it can: the error of the last write batch
-    /// (a full disk, an I/O error), until a batch commits again. Reads are not affected.
+    /// (a full disk, an I/O error), until a batch that writes something (an object, an outbox
+    /// entry, a [`Writer::probe`]) commits again; a batch that only reads or keeps commits even
+    /// on a full disk and clears nothing. Reads are not affected.
     pub fn write_failure(&self) -> Option<StoreError> {
         let failure = self.inner.shared.write_failure.borrow();
         failure.clone().map(StoreError::StoreWrite)

@@ -48,6 +48,9 @@ pub(crate) struct Batch<'c> {
     changes: Vec<Arc<Change>>,
     cache_updates: Vec<CacheUpdate>,
     failure: Option<StoreError>,
+    /// Whether the batch wrote anything (an object, an outbox row, a probe): only a commit
+    /// that wrote shows that writes work again.
+    wrote: bool,
 }
 
 pub(crate) struct Committer {
@@ -77,6 +80,7 @@ impl<'c> Batch<'c> {
             changes: Vec::new(),
             cache_updates: Vec::new(),
             failure: None,
+            wrote: false,
         }
     }
 
@@ -102,23 +106,27 @@ impl<'c> Batch<'c> {
         let seq = self.meta.outbox_seq + 1;
         self.guard(|conn| outbox::put(conn, seq, key, payload))?;
         self.meta.outbox_seq = seq;
+        self.wrote = true;
         Some(seq)
     }
 
     /// Takes [`PROBE_BYTES`] of new pages and gives them back in the same transaction: the
     /// commit writes them, so it needs room in the file and on the disk, and changes nothing.
     pub(crate) fn probe(&mut self) {
-        self.guard(|conn| {
+        let probed = self.guard(|conn| {
             conn.prepare_cached("INSERT INTO meta (name, value) VALUES ('probe', zeroblob(?1))")?
                 .execute([PROBE_BYTES])?;
             conn.prepare_cached("DELETE FROM meta WHERE name = 'probe'")?
                 .execute([])
         });
+        self.wrote |= probed.is_some();
     }
 
     /// Removes acknowledged outbox entries. `None` when the batch has failed.
     pub(crate) fn outbox_ack(&mut self, ids: &[u64]) -> Option<usize> {
-        self.guard(|conn| outbox::ack(conn, ids))
+        let removed = self.guard(|conn| outbox::ack(conn, ids))?;
+        self.wrote |= removed > 0;
+        Some(removed)
     }
 
     /// Runs `f` on the write connection inside the batch (tests set pragmas with it).
@@ -166,10 +174,12 @@ impl<'c> Batch<'c> {
             (Mutation::Delete, None) => (None, None),
             (Mutation::Delete, Some(current)) => {
                 self.delete(current).map_err(write_error)?;
+                self.wrote = true;
                 (None, Some(revision))
             }
             (Mutation::Put(new), current) => {
                 let object = self.put(key, current, new).map_err(write_error)?;
+                self.wrote = true;
                 (Some(object), Some(revision))
             }
         };
@@ -328,6 +338,7 @@ impl Committer {
             changes,
             cache_updates,
             failure,
+            wrote,
             ..
         } = batch;
         let outcome = match failure {
@@ -335,7 +346,7 @@ impl Committer {
             None => self.commit(meta),
         };
         match &outcome {
-            Ok(meta) => self.committed(*meta, &changes, cache_updates, job_count),
+            Ok(meta) => self.committed(*meta, &changes, cache_updates, job_count, wrote),
             Err(e) => self.rollback(e),
         }
         let result = outcome.as_ref().map(|_| ());
@@ -367,11 +378,16 @@ impl Committer {
         changes: &[Arc<Change>],
         cache_updates: Vec<CacheUpdate>,
         jobs: u64,
+        wrote: bool,
     ) {
         self.meta = meta;
         self.checkpointer.poke();
         let shared = &self.shared;
-        set_write_failure(shared, None);
+        // A batch that wrote nothing (reads, `Keep`s) commits even on a full disk: it does not
+        // show that writes work again.
+        if wrote {
+            set_write_failure(shared, None);
+        }
         shared.cache.apply(cache_updates);
         shared.compacted.store(meta.compacted, Ordering::Release);
         shared.hub.publish(changes, meta.revision, || {

@@ -45,6 +45,13 @@ pub struct Config {
     /// in flight). Default `90s`.
     #[serde(with = "daemon::duration")]
     pub idle_timeout: Duration,
+    /// Watches one client (IP address; every local component shares loopback) holds open at
+    /// once; the next is refused with a 429, so watches cannot take every connection. Default
+    /// 256.
+    pub max_watches_per_client: usize,
+    /// Other requests one client has in flight at once (a list counts until its body is
+    /// sent); the next is refused with a 429. Default 64.
+    pub max_requests_per_client: usize,
 }
 
 // === impl Config ===
@@ -62,6 +69,15 @@ impl Config {
             ..kapi::ServeConfig::default()
         }
     }
+
+    /// The per-client caps on watches and requests.
+    pub fn client_limits(&self) -> kapi::ClientLimits {
+        kapi::ClientLimits {
+            max_watches: self.max_watches_per_client,
+            max_requests: self.max_requests_per_client,
+        }
+    }
+
     /// Whether HTTPS is configured.
     pub fn tls(&self) -> bool {
         !self.tls_cert_file.as_os_str().is_empty()
@@ -83,6 +99,8 @@ impl Default for Config {
             tls_handshake_timeout: Duration::from_secs(10),
             read_header_timeout: Duration::from_secs(32),
             idle_timeout: Duration::from_secs(90),
+            max_watches_per_client: 256,
+            max_requests_per_client: 64,
         }
     }
 }

@@ -86,6 +86,7 @@ pub struct Handle {
     addr: SocketAddr,
     tls: bool,
     connections: kapi::ServeStats,
+    limiter: kapi::ClientLimiter,
     app: axum::Router,
 }
 
@@ -124,15 +125,18 @@ impl LwProxy {
         let listener = TcpListener::bind(config.server).await.map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
         let app = kapi::router(api);
+        let limiter = kapi::ClientLimiter::new(config.client_limits());
         let handle = Handle {
             addr,
             tls: tls.is_some(),
             connections: kapi::ServeStats::default(),
+            limiter: limiter.clone(),
             app: app.clone(),
         };
         tracing::info!(bound = %addr, url = %handle.url(), "lwproxy listening");
-        // A loopback listener serves loopback names only (DNS rebinding); the in-process
-        // routes (`Handle::api`) are the node's own.
+        // A loopback listener serves loopback names only (DNS rebinding); only what comes over
+        // the socket is capped and checked: the in-process routes (`Handle::api`, edged) are
+        // the node's own.
         let served = match addr.ip().is_loopback() {
             true => host::loopback_only(app),
             false => app,
@@ -140,7 +144,7 @@ impl LwProxy {
         let serving = Serving {
             listener,
             tls,
-            app: served,
+            app: limiter.layer(served),
             connections: handle.connections.clone(),
         };
         let proxy = LwProxy {
@@ -227,6 +231,11 @@ impl Handle {
     /// The counters of lwproxy's connections.
     pub fn connections(&self) -> &kapi::ServeStats {
         &self.connections
+    }
+
+    /// The per-client caps on watches and requests, with what they refused.
+    pub fn client_limits(&self) -> &kapi::ClientLimiter {
+        &self.limiter
     }
 
     /// The endpoint's routes, to call in-process (edged does) as the local admin a loopback

@@ -82,7 +82,8 @@ impl Subject<'_> {
 }
 
 /// What `change` leaves of the object `held` (`None`: not held), ready to store: kind and
-/// apiVersion set, no `metadata.resourceVersion` (the store gives it). Preconditions are
+/// apiVersion set, no `metadata.resourceVersion` (the store gives it), at most
+/// [`kapi::MAX_OBJECT_BYTES`] encoded (413 past it). Preconditions are
 /// checked against the held object: a `metadata.resourceVersion` must be its local revision or
 /// its cloud resourceVersion, a `metadata.uid` its uid.
 pub(crate) fn next_object(
@@ -108,6 +109,9 @@ pub(crate) fn next_object(
         Value::String(subject.info.api_version()),
     );
     metadata_mut(&mut next).remove("resourceVersion");
+    let encoded = serde_json::to_vec(&next)
+        .map_err(|e| ApiError::internal(format!("encoding the object: {e}")))?;
+    kapi::check_object_size(subject.info, meta_str(&next, "name"), &encoded)?;
     Ok(next)
 }
 

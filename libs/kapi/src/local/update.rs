@@ -12,7 +12,7 @@
 //! its configuration by field ownership instead of patching, and creates a missing object.
 
 use apimachinery::managedfields::{self, Scope};
-use apimachinery::patch::{self, PatchError, PatchType};
+use apimachinery::patch::{self, PatchType};
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
 use apimachinery::{ApiError, ResourceInfo, statuswrite};
 use bytes::Bytes;
@@ -114,7 +114,7 @@ pub(super) async fn patch(
     let (t, c) = (target.clone(), core.clone());
     let applied = write(core, &target, part, move |current, revision, held| {
         let current = served(&t, current.ok_or_else(|| t.not_found())?)?;
-        let patched = patch::apply(&t.info, kind, &current, &patch).map_err(patch_error)?;
+        let patched = patch::apply(&t.info, kind, &current, &patch).map_err(ApiError::from)?;
         let patched = check_body(&t, patched)?;
         check_preconditions(&t, &current, &patched)?;
         let mut next = merge(&t, part, &current, patched)?;
@@ -138,6 +138,7 @@ async fn apply(core: &Core, target: Target, part: Part, body: &[u8]) -> Result<V
         let current = served(&t, current.ok_or_else(|| t.not_found())?)?;
         check_preconditions(&t, &current, &cfg)?;
         let applied = owners::apply(&t, part.scope(&t), &current, &cfg)?;
+        patch::check_size(&applied)?;
         let mut next = merge(&t, part, &current, applied.clone())?;
         owners::carry(&applied, &mut next);
         allocate(&c, &t, held, &current, &mut next)?;
@@ -389,13 +390,5 @@ async fn after_update(core: &Core, target: &Target) {
         strategy::of(&target.info)
             .after_write(core, &target.name)
             .await;
-    }
-}
-
-fn patch_error(e: PatchError) -> ApiError {
-    match e {
-        PatchError::Unsupported(m) => ApiError::new(415, "UnsupportedMediaType", m),
-        PatchError::BadRequest(m) => ApiError::bad_request(m),
-        PatchError::Invalid(m) => ApiError::new(422, "Invalid", m),
     }
 }

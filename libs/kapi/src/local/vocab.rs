@@ -396,14 +396,22 @@ impl Target {
 
     /// Finishes a write decided in a store closure: the object gets the revision as its
     /// resourceVersion and is stored, or, for a dry run, only answered.
+    /// Every object a write stores passes here: one larger than
+    /// [`crate::MAX_OBJECT_BYTES`] is refused (413), dry run or not.
     pub(super) fn write(&self, obj: &mut Value, revision: u64) -> Result<Mutation, ApiError> {
+        let encode = |obj: &Value| {
+            let value = serde_json::to_vec(obj)
+                .map_err(|e| ApiError::internal(format!("encoding the object: {e}")))?;
+            crate::check_object_size(&self.info, meta_str(obj, "name"), &value)?;
+            Ok::<_, ApiError>(value)
+        };
         if self.dry_run {
+            encode(obj)?;
             return Ok(Mutation::Keep);
         }
         let rv = revision.to_string();
         metadata_mut(obj).insert("resourceVersion".into(), Value::String(rv.clone()));
-        let value = serde_json::to_vec(obj)
-            .map_err(|e| ApiError::internal(format!("encoding the object: {e}")))?;
+        let value = encode(obj)?;
         Ok(Mutation::Put(NewObject {
             uid: meta_str(obj, "uid").to_owned(),
             resource_version: rv,

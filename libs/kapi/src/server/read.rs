@@ -27,6 +27,9 @@ use super::render::{self, Page};
 use super::select;
 use super::token::ContinueToken;
 
+/// JSON lists of at least this many stored bytes are streamed ([`render::json_list_body`]).
+const STREAM_LIST_BYTES: usize = 256 * 1024;
+
 /// Renders in `output`; a protobuf answer that cannot be made (a stored object its type does
 /// not read) is made in JSON, which clients decode by the response's content type.
 fn with_json_fallback(
@@ -111,6 +114,17 @@ pub(crate) async fn list(
         }
         .encode()
     });
+    // A big JSON list streams; a small one goes whole, with its length.
+    let stored: usize = result.items.iter().map(|o| o.value.len()).sum();
+    if output == Output::Json && stored >= STREAM_LIST_BYTES {
+        let body = render::json_list_body(
+            info,
+            result.items,
+            resource_version,
+            continue_token.as_deref(),
+        );
+        return Ok(render::body_response(StatusCode::OK, render::JSON, body));
+    }
     let page = Page {
         items: &result.items,
         resource_version,

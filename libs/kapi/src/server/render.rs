@@ -1,7 +1,12 @@
 //! Response bodies: objects as stored (spliced without re-encoding when they are already
 //! right), lists, tables, metadata-only forms, watch event lines.
+//!
+//! A stored object that is not a JSON object (a damaged row) is left out of every list, with a
+//! warning naming its key, and counted ([`crate::bad_objects_skipped`]): the rest of the list
+//! is still served, and the cloud's resync replaces the row. A get of it is still a 500.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use apimachinery::table::{self, IncludeObject};
@@ -21,6 +26,15 @@ pub(crate) const JSON: &str = "application/json";
 /// The annotation that marks the end of a streaming list's initial events.
 pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
+/// Stored objects left out of lists because they are not JSON objects.
+static BAD_OBJECTS_SKIPPED: AtomicU64 = AtomicU64::new(0);
+
+/// How many stored objects lists have left out so far (in this process) because they were not
+/// JSON objects.
+pub fn bad_objects_skipped() -> u64 {
+    BAD_OBJECTS_SKIPPED.load(Ordering::Relaxed)
+}
+
 /// A list page: its items, snapshot revision and continue token.
 pub(crate) struct Page<'a> {
     pub(crate) items: &'a [std::sync::Arc<StoredObject>],
@@ -36,7 +50,11 @@ pub(crate) fn json_response(code: StatusCode, value: &Value) -> Response {
 }
 
 pub(crate) fn bytes_response(code: StatusCode, content_type: &str, body: Bytes) -> Response {
-    let mut resp = Response::new(Body::from(body));
+    body_response(code, content_type, Body::from(body))
+}
+
+pub(crate) fn body_response(code: StatusCode, content_type: &str, body: Body) -> Response {
+    let mut resp = Response::new(body);
     *resp.status_mut() = code;
     let ct = HeaderValue::from_str(content_type).unwrap_or(HeaderValue::from_static(JSON));
     resp.headers_mut().insert(header::CONTENT_TYPE, ct);
@@ -97,6 +115,56 @@ pub(crate) fn object_value(
     Ok(value)
 }
 
+/// Bytes of list items gathered into one frame of a streamed JSON list.
+const LIST_FRAME: usize = 64 * 1024;
+
+/// A JSON list page as a streamed body: the items are encoded a frame at a time as the client
+/// reads, so the response never holds a second copy of the whole list (only the stored items
+/// it was read from). Items that are not JSON objects are left out, as in [`list`].
+pub(crate) fn json_list_body(
+    info: &ResourceInfo,
+    items: Vec<std::sync::Arc<StoredObject>>,
+    resource_version: u64,
+    continue_token: Option<&str>,
+) -> Body {
+    let head = to_bytes(&json!({
+        "kind": info.list_kind,
+        "apiVersion": info.api_version(),
+        "metadata": list_meta(resource_version, continue_token),
+    }));
+    let mut first = BytesMut::with_capacity(head.len() + 16);
+    // `head` is a JSON object: drop its closing brace and open the items.
+    first.put_slice(&head[..head.len() - 1]);
+    first.put_slice(b",\"items\":[");
+    let info = info.clone();
+    let mut items = items.into_iter();
+    let mut pending = Some(first);
+    let mut started = false;
+    let frames = std::iter::from_fn(move || {
+        let mut frame = pending.take()?;
+        for obj in items.by_ref() {
+            let Some(item) =
+                listable(std::slice::from_ref(&obj), |o| object_json(&info, o, None)).pop()
+            else {
+                continue;
+            };
+            if started {
+                frame.put_u8(b',');
+            }
+            started = true;
+            frame.put_slice(&item);
+            if frame.len() >= LIST_FRAME {
+                pending = Some(BytesMut::new());
+                return Some(frame.freeze());
+            }
+        }
+        frame.put_slice(b"]}");
+        Some(frame.freeze())
+    });
+    let frames = frames.map(Ok::<_, std::convert::Infallible>);
+    Body::from_stream(futures::stream::iter(frames))
+}
+
 /// A list page in the requested representation.
 pub(crate) fn list(
     info: &ResourceInfo,
@@ -128,26 +196,24 @@ pub(crate) fn list(
             match encode(texts) {
                 Ok(body) => Ok(Bytes::from(body)),
                 Err(_) => {
-                    let values = page.items.iter().map(|o| object_value(info, o, None));
-                    let values = values.map(|v| v.map(kpb::Json::Value));
-                    encode(values.collect::<Result<_, _>>()?)
+                    let values = listable(page.items, |o| object_value(info, o, None));
+                    let values = values.into_iter().map(kpb::Json::Value).collect();
+                    encode(values)
                         .map(Bytes::from)
                         .map_err(|e| ApiError::internal(format!("{}: {e}", info.list_kind)))
                 }
             }
         }
         Output::Table => {
-            let objects = values(info, page.items)?;
+            let objects = listable(page.items, |o| object_value(info, o, None));
             let mut t = table::render(info, &objects, include, now());
             t["metadata"] = meta;
             Ok(to_bytes(&t))
         }
         Output::Metadata => {
-            let items = page
-                .items
-                .iter()
-                .map(|o| object_value(info, o, None).map(|v| partial(&v)))
-                .collect::<Result<Vec<_>, _>>()?;
+            let items = listable(page.items, |o| {
+                object_value(info, o, None).map(|v| partial(&v))
+            });
             Ok(to_bytes(&json!({
                 "kind": "PartialObjectMetadataList",
                 "apiVersion": "meta.k8s.io/v1",
@@ -293,11 +359,7 @@ fn json_list(info: &ResourceInfo, page: &Page<'_>, meta: &Value) -> Result<Bytes
         "metadata": meta,
     });
     let head = to_bytes(&head);
-    let items = page
-        .items
-        .iter()
-        .map(|o| object_json(info, o, None))
-        .collect::<Result<Vec<_>, _>>()?;
+    let items = listable(page.items, |o| object_json(info, o, None));
     let size = head.len() + items.iter().map(|i| i.len() + 1).sum::<usize>() + 16;
     let mut out = BytesMut::with_capacity(size);
     // `head` is a JSON object: drop its closing brace and append the items.
@@ -313,11 +375,23 @@ fn json_list(info: &ResourceInfo, page: &Page<'_>, meta: &Value) -> Result<Bytes
     Ok(out.freeze())
 }
 
-fn values(
-    info: &ResourceInfo,
+/// Each item rendered by `render`, leaving out (with a warning, counted) those that are not
+/// JSON objects.
+fn listable<T>(
     items: &[std::sync::Arc<StoredObject>],
-) -> Result<Vec<Value>, ApiError> {
-    items.iter().map(|o| object_value(info, o, None)).collect()
+    render: impl Fn(&StoredObject) -> Result<T, ApiError>,
+) -> Vec<T> {
+    let mut rendered = Vec::with_capacity(items.len());
+    for obj in items {
+        match render(obj) {
+            Ok(item) => rendered.push(item),
+            Err(e) => {
+                BAD_OBJECTS_SKIPPED.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(key = %obj.key, error = %e.message, "left out of a list: not a JSON object");
+            }
+        }
+    }
+    rendered
 }
 
 /// True when the stored JSON already has the served kind, apiVersion and (when asked) the

@@ -6,8 +6,10 @@ mod support;
 
 mod discovery;
 mod list;
+mod list_bodies;
 mod local;
 mod protobuf;
+mod sizes;
 mod surface;
 mod validation;
 mod watch;

@@ -130,3 +130,36 @@ async fn a_change_and_its_outbox_entry_commit_together() {
     assert!(store.get(&key(3)).await.unwrap().is_none());
     assert_eq!(store.outbox_len().await.unwrap(), 1);
 }
+
+#[tokio::test]
+async fn a_batch_that_writes_nothing_does_not_clear_the_write_failure() {
+    let (_dir, store) = store();
+    store.put(key(0), object(0)).await.unwrap();
+    store.set_max_page_count(1).await.unwrap();
+    fill(&store, 1).await;
+    assert!(store.write_failure().is_some());
+
+    // A read-only batch commits on a full disk: it proves nothing about writes.
+    let kept = store
+        .mutate(key(0), |_, _| Ok::<_, Infallible>((Mutation::Keep, ())))
+        .await
+        .unwrap();
+    assert!(kept.is_ok());
+    let refused = store
+        .mutate(key(0), |_, _| Err::<(Mutation, ()), _>("no"))
+        .await
+        .unwrap();
+    assert!(refused.is_err());
+    store.outbox_ack(vec![12345]).await.unwrap();
+    assert!(
+        store.write_failure().is_some(),
+        "still reported: nothing was written since"
+    );
+
+    store.set_max_page_count(1 << 30).await.unwrap();
+    store.put(key(1), small(1)).await.unwrap();
+    assert!(
+        store.write_failure().is_none(),
+        "a committed write clears it"
+    );
+}

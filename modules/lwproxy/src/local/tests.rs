@@ -306,3 +306,17 @@ fn a_lease_the_cloud_never_sent_is_queued_as_its_create() {
         assert!(body["metadata"].get("resourceVersion").is_none());
     }
 }
+
+#[test]
+fn an_offline_status_write_that_makes_the_object_too_large_is_413() {
+    let held = held(pod());
+    let big = "x".repeat(kapi::MAX_OBJECT_BYTES);
+    let err = status_of("pods", &held, merge(json!({"status": {"message": big}}))).unwrap_err();
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (413, "RequestEntityTooLarge")
+    );
+    assert!(err.message.contains("pods \"p\""), "{}", err.message);
+    let small = status_of("pods", &held, merge(json!({"status": {"message": "ok"}})));
+    assert!(small.is_ok());
+}
