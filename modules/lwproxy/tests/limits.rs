@@ -16,7 +16,7 @@ const WATCHES: usize = 3;
 async fn open(edge: &Edge, path: &str) -> (TcpStream, String) {
     let mut conn = TcpStream::connect(edge.proxy.addr()).await.unwrap();
     let request =
-        format!("GET {path} HTTP/1.1\r\nhost: lwproxy\r\naccept: application/json\r\n\r\n");
+        format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\naccept: application/json\r\n\r\n");
     conn.write_all(request.as_bytes()).await.unwrap();
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
