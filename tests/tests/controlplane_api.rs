@@ -97,6 +97,61 @@ async fn a_delete_answers_a_success_status_except_for_pods_and_services() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_account_and_the_kubernetes_service_come_back_when_deleted() {
+    use k8s_openapi::api::core::v1::{Endpoints, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let pki = Pki::new();
+    let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
+    let client = cloud.kube().await;
+    let port = cloud.running.api().unwrap().addr().port();
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), "default");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    eventually(
+        "the kubernetes Service has its Endpoints and EndpointSlice",
+        WAIT,
+        || async {
+            let ep = endpoints.get_opt("kubernetes").await.unwrap();
+            let slice = slices.get_opt("kubernetes").await.unwrap();
+            let ep_port =
+                ep.and_then(|e| e.subsets?.first()?.ports.as_ref()?.first().map(|p| p.port));
+            let slice_port = slice.and_then(|s| s.ports?.first()?.port);
+            ep_port == Some(i32::from(port)) && slice_port == Some(i32::from(port))
+        },
+    )
+    .await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    let before = accounts.get("default").await.unwrap().metadata.uid;
+    accounts
+        .delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the default ServiceAccount is made again", WAIT, || async {
+        let now = accounts.get_opt("default").await.unwrap();
+        now.is_some_and(|a| a.metadata.uid != before)
+    })
+    .await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    services
+        .delete("kubernetes", &DeleteParams::default())
+        .await
+        .unwrap();
+    endpoints
+        .delete("kubernetes", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the kubernetes Service and its Endpoints are made again",
+        WAIT,
+        || async {
+            services.get_opt("kubernetes").await.unwrap().is_some()
+                && endpoints.get_opt("kubernetes").await.unwrap().is_some()
+        },
+    )
+    .await;
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bound_pod_is_deleted_gracefully_then_for_good() {
     let pki = Pki::new();
     let cloud = cloud(&pki, Desired::new(), Ports::default()).await;

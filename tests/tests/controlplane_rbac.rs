@@ -310,6 +310,50 @@ async fn the_review_apis_answer_and_are_authorized_themselves() {
     ] {
         assert!(groups.iter().any(|x| x == g), "{groups:?}");
     }
+    // Audiences: a token minted for `api` is valid for `api` only; a default-audience token
+    // is the API's, not `api`'s.
+    let api_default = "https://kubernetes.default.svc.cluster.local";
+    assert_eq!(st.audiences.as_deref(), Some(&[api_default.to_owned()][..]));
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "team");
+    let for_api: TokenRequest = obj(json!({"spec": {"audiences": ["api"]}}));
+    let api_token = accounts
+        .create_token_request("bot", &pp, &for_api)
+        .await
+        .unwrap();
+    let api_token = api_token.status.unwrap().token;
+    let for_audiences = |t: &str, audiences: Value| {
+        obj::<TokenReview>(json!({"spec": {"token": t, "audiences": audiences}}))
+    };
+    let st = reviews
+        .create(&pp, &for_audiences(&api_token, json!(["api", "other"])))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(st.authenticated, Some(true), "{st:?}");
+    assert_eq!(st.audiences.as_deref(), Some(&["api".to_owned()][..]));
+    let st = reviews
+        .create(&pp, &review(&api_token))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_ne!(
+        st.authenticated,
+        Some(true),
+        "an `api` token is not the API's: {st:?}"
+    );
+    let st = reviews
+        .create(&pp, &for_audiences(&token, json!(["api"])))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_ne!(
+        st.authenticated,
+        Some(true),
+        "a default-audience token is not `api`'s: {st:?}"
+    );
     let admin_token = cloud.running.api().unwrap().token().to_owned();
     let st = reviews
         .create(&pp, &review(&admin_token))

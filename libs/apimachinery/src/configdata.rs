@@ -80,6 +80,14 @@ pub fn prepare_secret(obj: &mut Value) -> Result<(), DataError> {
         }
     }
     map.remove("stringData");
+    // `SetDefaults_Secret`: a Secret without a type is Opaque.
+    if map
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        map.insert("type".into(), Value::String("Opaque".into()));
+    }
     let mut size = 0;
     for (key, (_, len)) in &data {
         if let Some(why) = key_problem(key) {
@@ -211,6 +219,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_secret_without_a_type_is_opaque_and_a_typed_one_keeps_its_type() {
+        let mut untyped = json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}});
+        prepare_secret(&mut untyped).unwrap();
+        assert_eq!(untyped["type"], "Opaque");
+        let mut tls = json!({"metadata": {"name": "t"}, "type": "kubernetes.io/tls"});
+        prepare_secret(&mut tls).unwrap();
+        assert_eq!(tls["type"], "kubernetes.io/tls");
+    }
 
     #[test]
     fn keys_are_file_names_that_cannot_leave_the_volume() {

@@ -158,6 +158,40 @@ impl Authenticator {
     }
 }
 
+// === impl Authenticator (reviews) ===
+
+impl Authenticator {
+    /// Who bearer `token` is for a TokenReview asking about `audiences` (none: the API's), and
+    /// the audiences it is valid for among them (`status.audiences`). The admin token is not
+    /// audience-aware: it is valid for the API's audience only.
+    pub(crate) async fn review(
+        &self,
+        token: &str,
+        audiences: &[&str],
+    ) -> Result<(User, Vec<String>), ApiError> {
+        let api = crate::tokens::API_AUDIENCE;
+        let audiences = match audiences {
+            [] => &[api][..],
+            given => given,
+        };
+        if constant_time_eq(token.as_bytes(), self.admin_token.as_bytes()) {
+            if !audiences.contains(&api) {
+                return Err(ApiError::unauthorized());
+            }
+            let user = self.user(Some(&format!("Bearer {token}")), None).await?;
+            return Ok((user, vec![api.to_owned()]));
+        }
+        let now = apimachinery::time::now_unix();
+        self.tokens
+            .user_for(token, now, audiences)
+            .await
+            .map_err(|e| {
+                tracing::debug!(error = %e, "reviewed token refused");
+                ApiError::unauthorized()
+            })
+    }
+}
+
 /// The user a client certificate names: CN is the user, each O a group.
 pub fn user_from_cert(cert: &rustls::pki_types::CertificateDer<'_>) -> Option<User> {
     if let Some(node) = pki::node_name(cert) {

@@ -12,6 +12,7 @@
 mod auth;
 mod config;
 mod error;
+mod kept;
 pub mod kubeconfig;
 mod rbac;
 mod rootca;
@@ -60,9 +61,10 @@ struct Serving {
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: axum::Router,
-    /// For the `kube-root-ca.crt` publisher.
+    /// For the `kube-root-ca.crt` publisher and the kept objects.
     api: Api,
     ca_pem: String,
+    address: kept::ApiAddress,
     connections: kapi::ServeStats,
 }
 
@@ -129,8 +131,11 @@ impl ApiServer {
                 addr: config.bind_address,
                 source,
             })?;
-        let service_ip = config.service_cluster_ip_range.nth(0).to_string();
-        ensure_kubernetes_service(&api, addr.port(), &service_ip).await?;
+        let address = kept::ApiAddress {
+            service_ip: config.service_cluster_ip_range.nth(0).to_string(),
+            serving: addr,
+        };
+        kept::ensure_kubernetes(&api, &address).await;
         let text = kubeconfig::render(kubeconfig::dial_address(addr), ca.cert_pem(), &token);
         kubeconfig::write(&config.admin_kubeconfig, &text).map_err(|source| {
             ApiServerError::Io {
@@ -147,6 +152,7 @@ impl ApiServer {
             tls: Arc::new(tls),
             api: api.clone(),
             ca_pem: ca.cert_pem().to_string(),
+            address,
             app: serve::authenticated(kapi::router(api), authenticator),
         };
         let handle = Handle {
@@ -192,6 +198,7 @@ impl Module for ApiServer {
         };
         let tasks = TaskTracker::new();
         tasks.spawn(rbac::aggregation::run(s.api.clone(), shutdown.clone()));
+        tasks.spawn(kept::keep(s.api.clone(), s.address, shutdown.clone()));
         tasks.spawn(rootca::publish(s.api, s.ca_pem, shutdown.clone()));
         let config = self.config.serve_config();
         let (tls, stats) = (Some(s.tls), s.connections);
@@ -307,47 +314,6 @@ async fn build_api(
     rbac::bootstrap::reconcile(&api).await.map_err(bootstrap)?;
     rbac::aggregation::settle(&api).await.map_err(bootstrap)?;
     Ok(api)
-}
-
-/// The `default/kubernetes` Service clients in pods find the API by (its environment variables
-/// and cluster DNS name), created once.
-async fn ensure_kubernetes_service(
-    api: &Api,
-    port: u16,
-    service_ip: &str,
-) -> Result<(), ApiServerError> {
-    let info = api
-        .registry
-        .get("", "v1", "services")
-        .ok_or_else(|| ApiServerError::Bootstrap("services are not served".into()))?;
-    let admin = kapi::User {
-        name: "system:apiserver".into(),
-        groups: vec![MASTERS.into()],
-    };
-    let write = kapi::WriteRequest {
-        info: &info,
-        namespace: "default",
-        name: "",
-        subresource: None,
-        user: &admin,
-        dry_run: false,
-        owner: Default::default(),
-        collection: false,
-    };
-    let service = serde_json::json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "kubernetes", "namespace": "default",
-                     "labels": {"component": "apiserver", "provider": "kubernetes"}},
-        "spec": {"type": "ClusterIP", "clusterIP": service_ip,
-                 "ports": [{"name": "https", "protocol": "TCP", "port": 443, "targetPort": port}]},
-    });
-    match api.backend.create(&write, service).await {
-        Ok(_) => Ok(()),
-        Err(e) if e.code == 409 => Ok(()),
-        Err(e) => Err(ApiServerError::Bootstrap(format!(
-            "creating the default/kubernetes Service: {e}"
-        ))),
-    }
 }
 
 /// The `/version` answer: Kubernetes 1.32's API, this build's commit, tree state and date

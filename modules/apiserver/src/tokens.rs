@@ -23,6 +23,9 @@ use crate::error::{ApiServerError, TokenError};
 use jwt::{Claims, Private, Ref, Signer};
 
 /// The lifetime of a token whose request names none.
+/// The audience of the API itself: a token without another audience is for it.
+pub(crate) const API_AUDIENCE: &str = jwt::ISSUER;
+
 const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 /// The shortest lifetime a request may ask for (kube-apiserver's validation).
 const MIN_EXPIRATION_SECONDS: i64 = 600;
@@ -145,7 +148,20 @@ impl Tokens {
     /// The user a bearer token authenticates, if it is a service-account token in force at
     /// `now` whose account (and bound object) still exist as it names them.
     pub(crate) async fn user(&self, token: &str, now: i64) -> Result<User, TokenError> {
-        let claims = self.signer.verify(token, now)?;
+        self.user_for(token, now, &[API_AUDIENCE])
+            .await
+            .map(|(user, _)| user)
+    }
+
+    /// Like [`Tokens::user`], for a token meant for any of `audiences`; with the audiences
+    /// it is valid for among them.
+    pub(crate) async fn user_for(
+        &self,
+        token: &str,
+        now: i64,
+        audiences: &[&str],
+    ) -> Result<(User, Vec<String>), TokenError> {
+        let (claims, shared) = self.signer.verify_for(token, now, audiences)?;
         let k = &claims.kubernetes;
         self.still("serviceaccounts", &k.namespace, &k.serviceaccount)
             .await?;
@@ -161,14 +177,15 @@ impl Tokens {
         if let Some(secret) = &k.secret {
             self.still("secrets", &k.namespace, secret).await?;
         }
-        Ok(User {
+        let user = User {
             name: claims.sub.clone(),
             groups: vec![
                 "system:serviceaccounts".into(),
                 format!("system:serviceaccounts:{}", k.namespace),
                 "system:authenticated".into(),
             ],
-        })
+        };
+        Ok((user, shared))
     }
 
     /// Answers a TokenRequest for account `req.name` at `now`.

@@ -39,23 +39,36 @@ pub fn pod_status(
 ) -> Value {
     let sandbox = plan::current_sandbox(observed).map(|s| s.id.as_str());
     let spec = pod.spec.clone().unwrap_or_default();
+    let deleting = pod.metadata.deletion_timestamp.is_some();
     let init_specs = spec.init_containers.clone().unwrap_or_default();
-    let init: Vec<Value> = init_specs
-        .iter()
-        .map(|c| container_status(c, observed, sandbox, extra))
-        .collect();
-    let app: Vec<Value> = spec
-        .containers
-        .iter()
-        .map(|c| container_status(c, observed, sandbox, extra))
-        .collect();
+    let status_of = |c: &Spec| {
+        let s = container_status(c, observed, sandbox, extra);
+        match deleting {
+            true => terminating(s, pod),
+            false => s,
+        }
+    };
+    let init: Vec<Value> = init_specs.iter().map(status_of).collect();
+    let app: Vec<Value> = spec.containers.iter().map(status_of).collect();
     let initialized = desired.init.iter().all(|n| {
         matches!(
             plan::latest(observed, n, None).map(|c| &c.state),
             Some(State::Exited { code: 0, .. })
         )
     });
-    let phase = phase(desired, observed, initialized);
+    let mut phase = phase(desired, observed, initialized);
+    // A pod being deleted keeps the phase it had while its containers stop and go: it never
+    // goes back to Pending.
+    let reported = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if let (true, "Pending", Some(before @ ("Running" | "Succeeded" | "Failed"))) =
+        (deleting, phase, reported)
+    {
+        phase = match before {
+            "Running" => "Running",
+            "Succeeded" => "Succeeded",
+            _ => "Failed",
+        };
+    }
     let containers_ready = app.iter().all(|s| s["ready"] == json!(true)) && !app.is_empty();
     let previous = pod
         .status
@@ -169,6 +182,32 @@ fn phase(desired: &Desired, observed: &Observed, initialized: bool) -> &'static 
         RestartPolicy::Never => "Failed",
         RestartPolicy::OnFailure => "Running",
     }
+}
+
+/// The status of a container of a pod being deleted: a container already gone from the
+/// runtime is not being created, it has terminated; its last reported termination stays,
+/// else it is reported as the kubelet does a container it can no longer find.
+fn terminating(mut status: Value, pod: &Pod) -> Value {
+    if status["state"]["waiting"]["reason"] != "ContainerCreating" {
+        return status;
+    }
+    let name = status["name"].as_str().unwrap_or_default().to_owned();
+    let reported = pod.status.as_ref().and_then(|s| {
+        let all = s.container_statuses.iter().flatten();
+        let all = all.chain(s.init_container_statuses.iter().flatten());
+        all.filter(|c| c.name == name).find_map(|c| c.state.clone())
+    });
+    let terminated = reported
+        .and_then(|state| state.terminated)
+        .and_then(|t| serde_json::to_value(t).ok())
+        .unwrap_or_else(|| {
+            json!({"exitCode": 137, "reason": "ContainerStatusUnknown",
+                   "message": "The container could not be located when the pod was deleted."})
+        });
+    status["state"] = json!({"terminated": terminated});
+    status["ready"] = json!(false);
+    status["started"] = json!(false);
+    status
 }
 
 fn container_status(c: &Spec, observed: &Observed, sandbox: Option<&str>, extra: &Extra) -> Value {
@@ -336,6 +375,60 @@ mod tests {
         assert_eq!(cs["ready"], true);
         assert_eq!(cs["containerID"], "containerd://c");
         assert!(cs["state"]["running"]["startedAt"].is_string());
+    }
+
+    #[test]
+    fn a_pod_being_deleted_keeps_its_phase_and_shows_its_containers_terminated() {
+        let mut p = pod("Always");
+        let d = crate::spec::desired(&p, true);
+        let running = pod_status(
+            &p,
+            &d,
+            &observed(State::Running { started: t(1) }, 0),
+            &Extra::default(),
+            t(2),
+        );
+        p.status = Some(serde_json::from_value(running).unwrap());
+        p.metadata.deletion_timestamp =
+            serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap();
+        // The container is stopped and removed: nothing is observed any more.
+        let gone = Observed {
+            sandboxes: vec![],
+            containers: vec![],
+        };
+        let s = pod_status(&p, &d, &gone, &Extra::default(), t(3));
+        assert_eq!(s["phase"], "Running", "never back to Pending");
+        let state = &s["containerStatuses"][0]["state"];
+        assert_eq!(
+            state["terminated"]["reason"], "ContainerStatusUnknown",
+            "{state}"
+        );
+        assert!(
+            state.get("waiting").is_none(),
+            "not ContainerCreating: {state}"
+        );
+        // A termination reported before stays.
+        let stopped = State::Exited {
+            code: 143,
+            started: t(1),
+            finished: t(3),
+            reason: String::new(),
+        };
+        let exited = pod_status(&p, &d, &observed(stopped, 0), &Extra::default(), t(3));
+        p.status = Some(serde_json::from_value(exited).unwrap());
+        let s = pod_status(&p, &d, &gone, &Extra::default(), t(4));
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            143
+        );
+        // A pod not being deleted with nothing observed is still being created.
+        let mut fresh = pod("Always");
+        fresh.status = p.status.clone();
+        let s = pod_status(&fresh, &d, &gone, &Extra::default(), t(4));
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "ContainerCreating"
+        );
     }
 
     #[test]

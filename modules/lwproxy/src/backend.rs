@@ -117,8 +117,23 @@ impl Forwarder {
         }
         match local {
             Some(write) => self.apply_locally(req, write, &change).await,
-            None => Err(offline(req, &change)),
+            None => Err(self.refused_offline(req, &change).await),
         }
+    }
+
+    /// Why a write that cannot be made offline is refused: a create of an object this node
+    /// holds is answered as the API would (409 AlreadyExists: a kubelet restarted while the
+    /// cloud is away goes on from its `POST` of its Node to its status updates), anything else
+    /// is the offline 503.
+    async fn refused_offline(&self, req: &WriteRequest<'_>, change: &Change) -> ApiError {
+        if let Change::Create(obj) = change
+            && let Some(name) = obj["metadata"]["name"].as_str().filter(|n| !n.is_empty())
+            && req.subresource.is_none()
+            && matches!(self.held(&key(req, name)).await, Ok(Some(_)))
+        {
+            return ApiError::already_exists(&req.info.group, &req.info.plural, name);
+        }
+        offline(req, change)
     }
 
     /// Sends the write to the cloud, applies its answer to the edge store and returns it.

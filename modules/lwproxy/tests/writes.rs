@@ -208,6 +208,41 @@ async fn offline_a_pod_create_is_a_503_status_saying_the_cloud_is_unreachable() 
 }
 
 #[tokio::test]
+async fn offline_a_create_of_a_held_object_is_already_exists_as_the_api_would_answer() {
+    let node = Node::new();
+    node.seed(
+        "nodes",
+        json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "7"}}),
+    )
+    .await;
+    let edge = node.start(false).await;
+    // A kubelet restarted while the cloud is away registers its Node first.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(edge.client());
+    let again = serde_json::from_value(json!({"metadata": {"name": "n1"}})).expect("a Node");
+    let err = nodes
+        .create(&PostParams::default(), &again)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists"),
+        "{err:?}"
+    );
+    // A Node this edge does not hold is still the offline 503.
+    let other = serde_json::from_value(json!({"metadata": {"name": "n2"}})).expect("a Node");
+    let err = nodes
+        .create(&PostParams::default(), &other)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 503),
+        "{err:?}"
+    );
+    assert!(edge.received().is_empty());
+    edge.stop().await;
+}
+
+#[tokio::test]
 async fn the_clouds_refusal_comes_back_as_its_status() {
     let node = Node::new();
     let edge = node.start(true).await;

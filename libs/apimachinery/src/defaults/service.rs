@@ -14,6 +14,8 @@ pub fn service(obj: &mut Value) {
     let Some(map) = obj.as_object_mut() else {
         return;
     };
+    // An empty load balancer status, as kube-apiserver's JSON of a Service always has.
+    child(child(map, "status"), "loadBalancer");
     let spec = child(map, "spec");
     or_set(spec, "type", json!("ClusterIP"));
     or_set(spec, "sessionAffinity", json!("None"));
@@ -95,6 +97,7 @@ mod tests {
             json!({"port": 80, "protocol": "TCP", "targetPort": 80})
         );
         assert!(spec.get("externalTrafficPolicy").is_none());
+        assert_eq!(s["status"], json!({"loadBalancer": {}}));
     }
 
     #[test]

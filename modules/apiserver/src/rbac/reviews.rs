@@ -160,15 +160,21 @@ impl Reviews {
         }))
     }
 
-    /// The status of a TokenReview: who `spec.token` authenticates as.
+    /// The status of a TokenReview: who `spec.token` authenticates as, for `spec.audiences`
+    /// (the API's when none are given), and which of them it is valid for.
     async fn token(&self, obj: &Value) -> Value {
         let token = obj["spec"]["token"].as_str().unwrap_or_default();
         if token.is_empty() {
             return json!({"authenticated": false, "error": "token is empty"});
         }
-        let header = format!("Bearer {token}");
-        match self.authenticator.user(Some(&header), None).await {
-            Ok(user) => json!({"authenticated": true, "user": user_info(&user)}),
+        let asked = obj["spec"]["audiences"].as_array().into_iter().flatten();
+        let asked: Vec<&str> = asked.filter_map(Value::as_str).collect();
+        match self.authenticator.review(token, &asked).await {
+            Ok((user, audiences)) => json!({
+                "authenticated": true,
+                "user": user_info(&user),
+                "audiences": audiences,
+            }),
             Err(_) => json!({"authenticated": false, "error": "invalid bearer token"}),
         }
     }

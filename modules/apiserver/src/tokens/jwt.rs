@@ -119,6 +119,18 @@ impl Signer {
     /// for the API: issued by [`ISSUER`], for the [`ISSUER`] audience, not before `nbf`, not
     /// after `exp` (each give or take [`LEEWAY_SECONDS`]).
     pub(crate) fn verify(&self, token: &str, now: i64) -> Result<Claims, TokenError> {
+        self.verify_for(token, now, &[ISSUER])
+            .map(|(claims, _)| claims)
+    }
+
+    /// Like [`Signer::verify`], for any of `audiences` instead of the API's: the claims, and
+    /// the audiences the token and `audiences` share (a TokenReview's `status.audiences`).
+    pub(crate) fn verify_for(
+        &self,
+        token: &str,
+        now: i64,
+        audiences: &[&str],
+    ) -> Result<(Claims, Vec<String>), TokenError> {
         let mut parts = token.split('.');
         let (Some(header), Some(claims), Some(signature), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -141,7 +153,16 @@ impl Signer {
         .map_err(|_| TokenError::Signature)?;
         let claims: Claims = decode_json(claims)?;
         claims.check(now)?;
-        Ok(claims)
+        let shared: Vec<String> = claims
+            .aud
+            .iter()
+            .filter(|a| audiences.contains(&a.as_str()))
+            .cloned()
+            .collect();
+        if shared.is_empty() {
+            return Err(TokenError::Audience(claims.aud.clone()));
+        }
+        Ok((claims, shared))
     }
 }
 
@@ -156,9 +177,6 @@ impl Claims {
     fn check(&self, now: i64) -> Result<(), TokenError> {
         if self.iss != ISSUER {
             return Err(TokenError::Issuer(self.iss.clone()));
-        }
-        if !self.aud.iter().any(|a| a == ISSUER) {
-            return Err(TokenError::Audience(self.aud.clone()));
         }
         let k = &self.kubernetes;
         if self.sub != Claims::subject(&k.namespace, &k.serviceaccount.name) {
