@@ -273,11 +273,14 @@ mod tests {
         prepare_secret(&mut secret).unwrap();
         assert_eq!(
             secret,
-            json!({"data": {"a": "bmV3", "b": "dHdv", "keep": "eA=="}})
+            json!({"data": {"a": "bmV3", "b": "dHdv", "keep": "eA=="}, "type": "Opaque"})
         );
         let mut only_strings = json!({"stringData": {"password": "s3cr3t"}});
         prepare_secret(&mut only_strings).unwrap();
-        assert_eq!(only_strings, json!({"data": {"password": "czNjcjN0"}}));
+        assert_eq!(
+            only_strings,
+            json!({"data": {"password": "czNjcjN0"}, "type": "Opaque"})
+        );
         let mut empty = json!({"type": "Opaque"});
         prepare_secret(&mut empty).unwrap();
         assert_eq!(empty, json!({"type": "Opaque"}));

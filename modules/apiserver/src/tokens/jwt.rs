@@ -118,6 +118,7 @@ impl Signer {
     /// The claims of `token` if this key signed it and, at `now` (Unix seconds), it is in force
     /// for the API: issued by [`ISSUER`], for the [`ISSUER`] audience, not before `nbf`, not
     /// after `exp` (each give or take [`LEEWAY_SECONDS`]).
+    #[cfg(test)]
     pub(crate) fn verify(&self, token: &str, now: i64) -> Result<Claims, TokenError> {
         self.verify_for(token, now, &[ISSUER])
             .map(|(claims, _)| claims)
