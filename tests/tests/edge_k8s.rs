@@ -492,7 +492,7 @@ async fn the_requests_of_a_kubelet_and_kube_proxy_are_answered_by_lwproxy() {
         ("/apis/node.k8s.io/v1/runtimeclasses?limit=500&resourceVersion=0".into(), vec![]),
         // kube-proxy
         (format!("/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&{proxy_labels}&limit=500&resourceVersion=0"), vec!["kubernetes", "web"]),
-        (format!("/apis/discovery.k8s.io/v1/endpointslices?{proxy_labels}&limit=500&resourceVersion=0"), vec!["web-1"]),
+        (format!("/apis/discovery.k8s.io/v1/endpointslices?{proxy_labels}&limit=500&resourceVersion=0"), vec!["kubernetes", "web-1"]),
     ];
     for (path, expected) in &lists {
         let (code, body) = testkit::http_get(addr, path).await.unwrap();

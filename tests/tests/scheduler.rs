@@ -23,15 +23,17 @@ fn node(name: &str, labels: Value, cpu: &str) -> Node {
     .unwrap()
 }
 
-fn pod(name: &str, spec: Value) -> Pod {
+/// A pod controlled by `owner` (the uid of an object that exists, so the garbage collector
+/// keeps the pod: a ConfigMap here, since a ReplicaSet's controller would manage its pods).
+fn pod(owner: &str, name: &str, spec: Value) -> Pod {
     let mut s = json!({"containers": [{"name": "c", "image": "registry.local/app:1",
         "resources": {"requests": {"cpu": "500m"}}}]});
     if let (Some(s), Value::Object(extra)) = (s.as_object_mut(), spec) {
         s.extend(extra);
     }
     serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default",
-        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
-                             "uid": "rs-1", "controller": true}]}, "spec": s}))
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "web",
+                             "uid": owner, "controller": true}]}, "spec": s}))
     .unwrap()
 }
 
@@ -47,6 +49,13 @@ async fn pods_are_bound_spread_and_filtered_and_an_unschedulable_pod_waits_for_a
     let client = cloud.kube().await;
     let nodes: Api<Node> = Api::all(client.clone());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let owner: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "web"}})).unwrap();
+    let owner = Api::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &owner)
+        .await
+        .unwrap();
+    let owner = owner.metadata.uid.unwrap();
     for (name, zone) in [("n1", "a"), ("n2", "a"), ("n3", "b")] {
         let labels = json!({"zone": zone, "node-role.kubernetes.io/edge": ""});
         nodes
@@ -60,6 +69,7 @@ async fn pods_are_bound_spread_and_filtered_and_an_unschedulable_pod_waits_for_a
     pods.create(
         &PostParams::default(),
         &pod(
+            &owner,
             "zoned",
             json!({"nodeSelector": {"zone": "b"}, "containers": [{"name": "c", "image": "i"}]}),
         ),
@@ -73,9 +83,12 @@ async fn pods_are_bound_spread_and_filtered_and_an_unschedulable_pod_waits_for_a
 
     // Six pods of one owner: bound, two per node (spread), none over allocatable.
     for i in 0..6 {
-        pods.create(&PostParams::default(), &pod(&format!("web-{i}"), json!({})))
-            .await
-            .unwrap();
+        pods.create(
+            &PostParams::default(),
+            &pod(&owner, &format!("web-{i}"), json!({})),
+        )
+        .await
+        .unwrap();
     }
     eventually("every pod is bound", WAIT, || async {
         let mut bound = 0;
@@ -100,7 +113,7 @@ async fn pods_are_bound_spread_and_filtered_and_an_unschedulable_pod_waits_for_a
     // kube-scheduler's condition and event.
     let big = json!({"containers": [{"name": "c", "image": "i",
         "resources": {"requests": {"cpu": "1500m"}}}]});
-    pods.create(&PostParams::default(), &pod("big", big))
+    pods.create(&PostParams::default(), &pod(&owner, "big", big))
         .await
         .unwrap();
     eventually("the big pod is marked unschedulable", WAIT, || async {
@@ -153,7 +166,7 @@ async fn pods_are_bound_spread_and_filtered_and_an_unschedulable_pod_waits_for_a
             .await
             .unwrap();
     }
-    pods.create(&PostParams::default(), &pod("late", json!({})))
+    pods.create(&PostParams::default(), &pod(&owner, "late", json!({})))
         .await
         .unwrap();
     eventually("the late pod avoids cordoned nodes", WAIT, || async {

@@ -10,21 +10,18 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 
 use apimachinery::ApiError;
 use axum::Router;
-use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Version, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use bytes::Bytes;
 
 use crate::RemoteAddr;
+use crate::serve::Guarded;
 
 /// The caps, per client IP address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,12 +63,6 @@ struct Permit {
     limiter: ClientLimiter,
     ip: IpAddr,
     kind: Kind,
-}
-
-/// A response body holding its request's [`Permit`].
-struct Permitted {
-    body: Body,
-    _permit: Permit,
 }
 
 // === impl ClientLimiter ===
@@ -152,26 +143,6 @@ impl Drop for Permit {
     }
 }
 
-impl HttpBody for Permitted {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
 /// Counts the request against its client's cap for as long as its response body lives, or
 /// answers 429.
 async fn limit(State(limiter): State<ClientLimiter>, req: Request, next: Next) -> Response {
@@ -187,12 +158,8 @@ async fn limit(State(limiter): State<ClientLimiter>, req: Request, next: Next) -
     match limiter.admit(ip, kind) {
         Ok(permit) => {
             let resp = next.run(req).await;
-            resp.map(|body| {
-                Body::new(Permitted {
-                    body,
-                    _permit: permit,
-                })
-            })
+            // Counted until the response body ends (a watch: until it closes).
+            resp.map(|body| Guarded::body(body, permit))
         }
         Err(e) => {
             tracing::debug!(%ip, error = %e, "request refused");

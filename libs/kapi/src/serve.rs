@@ -47,7 +47,9 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use activity::{Activity, Timeouts, Tracked, Watched};
+use activity::{Activity, Timeouts, Watched};
+
+pub(crate) use activity::Guarded;
 use deadline::Deadline;
 use drain::Draining;
 pub(crate) use drain::Endless;
@@ -538,11 +540,8 @@ async fn per_request(State(ctx): State<PerRequest>, req: Request, next: Next) ->
     }
     let endless = resp.extensions().get::<Endless>().is_some();
     resp.map(|body| match endless {
-        true => Body::new(Tracked::new(
-            Body::new(Draining::new(body, ctx.shutdown)),
-            in_flight,
-        )),
-        false => Body::new(Tracked::new(body, in_flight)),
+        true => Guarded::body(Body::new(Draining::new(body, ctx.shutdown)), in_flight),
+        false => Guarded::body(body, in_flight),
     })
 }
 

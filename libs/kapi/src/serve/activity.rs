@@ -53,10 +53,11 @@ pub(crate) struct Timeouts {
 #[derive(Debug)]
 pub(crate) struct InFlight(Arc<Activity>);
 
-/// A response body that keeps its request in flight until it is dropped.
-pub(crate) struct Tracked {
+/// A response body that holds `G` (a request in flight, a client's permit) until it is
+/// dropped: whatever the guard releases on drop is held for as long as the response streams.
+pub(crate) struct Guarded<G> {
     body: Body,
-    _in_flight: InFlight,
+    _guard: G,
 }
 
 /// An I/O stream that tells its [`Activity`] when bytes arrive.
@@ -170,18 +171,19 @@ impl Drop for InFlight {
     }
 }
 
-// === impl Tracked ===
+// === impl Guarded ===
 
-impl Tracked {
-    pub(crate) fn new(body: Body, in_flight: InFlight) -> Tracked {
-        Tracked {
+impl<G: Send + Unpin + 'static> Guarded<G> {
+    /// `body` as a response body that holds `guard` until it ends.
+    pub(crate) fn body(body: Body, guard: G) -> Body {
+        Body::new(Guarded {
             body,
-            _in_flight: in_flight,
-        }
+            _guard: guard,
+        })
     }
 }
 
-impl HttpBody for Tracked {
+impl<G: Unpin> HttpBody for Guarded<G> {
     type Data = Bytes;
     type Error = axum::Error;
 
