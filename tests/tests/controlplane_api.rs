@@ -131,11 +131,12 @@ async fn the_default_account_and_the_kubernetes_service_come_back_when_deleted()
     })
     .await;
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    services
+    // The Endpoints first: with the Service, an endpoints controller may take them too.
+    endpoints
         .delete("kubernetes", &DeleteParams::default())
         .await
         .unwrap();
-    endpoints
+    services
         .delete("kubernetes", &DeleteParams::default())
         .await
         .unwrap();
