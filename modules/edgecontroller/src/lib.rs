@@ -6,9 +6,11 @@
 //! [`wire::NodeResource`] around an [`wire::ObjectRef::message_resource`]); cloudhub's digest and
 //! resync questions ([`wire::ToController`]) are answered from the same set (held back until
 //! every watch has listed once, so a half-known state never deletes anything at the edge).
-//! Writes nodes send (lwproxy's forwarded REST writes) are authorized for the sending node
-//! ([`authz`]) and replayed against the API, whose answer goes back unchanged; refusals are
-//! logged and answered with the API's `Status`. A node that connects without a Node gets one, with the edge label.
+//! Writes nodes send (lwproxy's forwarded REST writes) are parsed into checked requests
+//! ([`apimachinery::forward::NodeRequest`]), authorized for the sending node ([`authz`]) and
+//! replayed against the API as that node ([`replay`]: impersonation, so the API's authorizer
+//! is the last gate), whose answer goes back unchanged; refusals are logged and answered with
+//! a `Status`. A node that connects without a Node gets one, with the edge label.
 //!
 //! An edge node is a node whose Node carries the edge label or that holds an authenticated
 //! session with cloudhub (cloudhub's digest question and its `connected` / `disconnected`
