@@ -1,8 +1,10 @@
 //! The objects the control plane itself keeps in place, as kube-apiserver and
 //! kube-controller-manager do: the `default` ServiceAccount of every namespace (the
 //! serviceaccounts controller), and the `default/kubernetes` Service with its Endpoints and
-//! EndpointSlice naming the API's own address (the apiserver's endpoint reconciler). Each is
-//! made at start, and put back when it is deleted.
+//! EndpointSlice naming the API's own address (the apiserver's endpoint reconciler), and the
+//! `kube-root-ca.crt` ConfigMaps ([`crate::rootca`]). Each is made at start, and put back when it
+//! is deleted; one follower of the store drives them all (each follower costs the store's
+//! watch fan-out on every write).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -13,18 +15,20 @@ use objstore::{EventKind, ListOptions, StoreError, WatchEvent, WatchOptions};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::MASTERS;
+use crate::{MASTERS, rootca};
 
 /// Wait before following again after the watch failed.
 const RETRY: Duration = Duration::from_secs(1);
 /// The Service, Endpoints and EndpointSlice clients in pods find the API by.
 const KUBERNETES: &str = "kubernetes";
 
-/// Where the API is: the `kubernetes` Service's cluster IP, and the address it serves on.
+/// Where the API is: the `kubernetes` Service's cluster IP, and the address it serves on; and
+/// the CA clients in pods trust it by.
 #[derive(Clone, Debug)]
 pub(crate) struct ApiAddress {
     pub(crate) service_ip: String,
     pub(crate) serving: SocketAddr,
+    pub(crate) ca_pem: String,
 }
 
 /// Keeps the objects in place until `shutdown`.
@@ -46,6 +50,7 @@ pub(crate) async fn keep(api: Api, address: ApiAddress, shutdown: CancellationTo
 /// ServiceAccount, where missing.
 pub(crate) async fn everything(api: &Api, address: &ApiAddress) -> Result<(), StoreError> {
     ensure_kubernetes(api, address).await;
+    rootca::everywhere(api, &address.ca_pem).await?;
     let namespaces = api.store.list(ListOptions::new("namespaces")).await?;
     for ns in &namespaces.items {
         ensure_default_account(api, &ns.key.name).await;
@@ -54,6 +59,7 @@ pub(crate) async fn everything(api: &Api, address: &ApiAddress) -> Result<(), St
 }
 
 async fn on_change(api: &Api, address: &ApiAddress, event: WatchEvent) {
+    rootca::on_change(api, &address.ca_pem, &event).await;
     let key = &event.object.key;
     let deleted = event.kind == EventKind::Deleted;
     match key.resource.as_str() {

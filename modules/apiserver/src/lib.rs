@@ -61,9 +61,8 @@ struct Serving {
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: axum::Router,
-    /// For the `kube-root-ca.crt` publisher and the kept objects.
+    /// For the kept objects (the `kube-root-ca.crt` ConfigMaps among them).
     api: Api,
-    ca_pem: String,
     address: kept::ApiAddress,
     connections: kapi::ServeStats,
 }
@@ -134,6 +133,7 @@ impl ApiServer {
         let address = kept::ApiAddress {
             service_ip: config.service_cluster_ip_range.nth(0).to_string(),
             serving: addr,
+            ca_pem: ca.cert_pem().to_string(),
         };
         kept::ensure_kubernetes(&api, &address).await;
         let text = kubeconfig::render(kubeconfig::dial_address(addr), ca.cert_pem(), &token);
@@ -151,7 +151,6 @@ impl ApiServer {
             listener,
             tls: Arc::new(tls),
             api: api.clone(),
-            ca_pem: ca.cert_pem().to_string(),
             address,
             app: serve::authenticated(kapi::router(api), authenticator),
         };
@@ -198,8 +197,7 @@ impl Module for ApiServer {
         };
         let tasks = TaskTracker::new();
         tasks.spawn(rbac::aggregation::run(s.api.clone(), shutdown.clone()));
-        tasks.spawn(kept::keep(s.api.clone(), s.address, shutdown.clone()));
-        tasks.spawn(rootca::publish(s.api, s.ca_pem, shutdown.clone()));
+        tasks.spawn(kept::keep(s.api, s.address, shutdown.clone()));
         let config = self.config.serve_config();
         let (tls, stats) = (Some(s.tls), s.connections);
         kapi::serve(

@@ -1,15 +1,13 @@
 //! The `kube-root-ca.crt` ConfigMap in every namespace, holding the control plane's CA (what
 //! the projected `kube-api-access-*` volume of a pod mounts to trust the API): created for each
 //! namespace there is and each one created later, and put back if it is changed or deleted
-//! (kube-controller-manager's root-ca-cert-publisher does the same).
-
-use std::time::Duration;
+//! (kube-controller-manager's root-ca-cert-publisher does the same). Driven by
+//! [`crate::kept`]'s one follower of the store.
 
 use apimachinery::ApiError;
 use kapi::{Api, User, WriteRequest};
-use objstore::{EventKind, ListOptions, StoreError, WatchEvent, WatchOptions};
+use objstore::{EventKind, ListOptions, StoreError, WatchEvent};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use crate::MASTERS;
 
@@ -17,26 +15,9 @@ use crate::MASTERS;
 pub const NAME: &str = "kube-root-ca.crt";
 /// Its one key.
 const KEY: &str = "ca.crt";
-/// Wait before following again after the watch failed.
-const RETRY: Duration = Duration::from_secs(1);
-
-/// Keeps the ConfigMap in place until `shutdown`.
-pub(crate) async fn publish(api: Api, ca_pem: String, shutdown: CancellationToken) {
-    let follow = api.store.follow(
-        "kube-root-ca.crt publisher",
-        WatchOptions::from_revision(0),
-        RETRY,
-        || everywhere(&api, &ca_pem),
-        |event| on_change(&api, &ca_pem, event),
-    );
-    tokio::select! {
-        _ = shutdown.cancelled() => {}
-        _ = follow => {}
-    }
-}
 
 /// Every namespace gets the ConfigMap.
-async fn everywhere(api: &Api, ca_pem: &str) -> Result<(), StoreError> {
+pub(crate) async fn everywhere(api: &Api, ca_pem: &str) -> Result<(), StoreError> {
     let namespaces = api.store.list(ListOptions::new("namespaces")).await?;
     for ns in &namespaces.items {
         ensure(api, &ns.key.name, ca_pem).await;
@@ -45,7 +26,7 @@ async fn everywhere(api: &Api, ca_pem: &str) -> Result<(), StoreError> {
 }
 
 /// A namespace created, or the ConfigMap changed or deleted somewhere.
-async fn on_change(api: &Api, ca_pem: &str, event: WatchEvent) {
+pub(crate) async fn on_change(api: &Api, ca_pem: &str, event: &WatchEvent) {
     let key = &event.object.key;
     match (key.resource.as_str(), event.kind) {
         ("namespaces", EventKind::Added) => ensure(api, &key.name, ca_pem).await,
