@@ -98,7 +98,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let readiness = Readiness::default().with("edge-store", move || store_ready.ready());
     let probes = Probes {
         readiness,
-        ..probes(&meta, hub.clone())
+        ..probes(&meta, hub.clone(), proxy.clone())
     };
     let common = &config.common_config;
     let core = Core::start_with("edgecore", common, runtime, probes, shutdown).await?;
@@ -110,9 +110,13 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     })
 }
 
-/// The node's metrics: edgehub's link state and the depth of metamanager's outbox (counted
-/// before each scrape, as the store is read asynchronously).
-fn probes(meta: &metamanager::Handle, hub: Option<edgehub::Handle>) -> Probes {
+/// The node's metrics: edgehub's link state, lwproxy's refusals and the depth of
+/// metamanager's outbox (counted before each scrape, as the store is read asynchronously).
+fn probes(
+    meta: &metamanager::Handle,
+    hub: Option<edgehub::Handle>,
+    proxy: Option<lwproxy::Handle>,
+) -> Probes {
     let depth = Arc::new(AtomicI64::new(0));
     let (store, counted) = (meta.reader(), depth.clone());
     let refresh: daemon::monitor::Refresh = Arc::new(move || {
@@ -131,6 +135,9 @@ fn probes(meta: &metamanager::Handle, hub: Option<edgehub::Handle>) -> Probes {
         );
         if let Some(hub) = &hub {
             hub.register_metrics(registry);
+        }
+        if let Some(proxy) = &proxy {
+            proxy.register_metrics(registry);
         }
     });
     Probes {

@@ -20,6 +20,7 @@ mod envelope;
 mod error;
 mod host;
 mod local;
+mod refusals;
 mod through;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -37,6 +38,7 @@ use crate::backend::Forwarder;
 
 pub use config::Config;
 pub use error::LwProxyError;
+pub use refusals::Refusals;
 
 /// Module name.
 pub const NAME: &str = "lwproxy";
@@ -84,6 +86,7 @@ struct Serving {
 #[derive(Clone, Debug)]
 pub struct Handle {
     addr: SocketAddr,
+    refusals: Refusals,
     tls: bool,
     connections: kapi::ServeStats,
     limiter: kapi::ClientLimiter,
@@ -126,8 +129,10 @@ impl LwProxy {
         let addr = listener.local_addr().map_err(bind_error)?;
         let app = kapi::router(api);
         let limiter = kapi::ClientLimiter::new(config.client_limits());
+        let refusals = Refusals::default();
         let handle = Handle {
             addr,
+            refusals: refusals.clone(),
             tls: tls.is_some(),
             connections: kapi::ServeStats::default(),
             limiter: limiter.clone(),
@@ -144,7 +149,7 @@ impl LwProxy {
         let serving = Serving {
             listener,
             tls,
-            app: limiter.layer(served),
+            app: refusals.layer(limiter.layer(served)),
             connections: handle.connections.clone(),
         };
         let proxy = LwProxy {
@@ -236,6 +241,28 @@ impl Handle {
     /// The per-client caps on watches and requests, with what they refused.
     pub fn client_limits(&self) -> &kapi::ClientLimiter {
         &self.limiter
+    }
+
+    /// What lwproxy refused its socket's clients (every answer of 400 or more), by code.
+    pub fn refusals(&self) -> &Refusals {
+        &self.refusals
+    }
+
+    /// Adds `lwproxy_refused_requests{code}` (read at scrape time) to `registry`.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        use prometheus_client::metrics::counter::Counter;
+        use prometheus_client::metrics::family::Family;
+        let refused = Family::<Vec<(String, String)>, Counter>::default();
+        for (code, n) in self.refusals.by_code() {
+            refused
+                .get_or_create(&vec![("code".to_owned(), code.to_string())])
+                .inc_by(n);
+        }
+        registry.register(
+            "lwproxy_refused_requests",
+            "Requests lwproxy answered with 400 or more, by code",
+            refused,
+        );
     }
 
     /// The endpoint's routes, to call in-process (edged does) as the local admin a loopback

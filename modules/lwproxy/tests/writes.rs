@@ -204,6 +204,18 @@ async fn offline_a_pod_create_is_a_503_status_saying_the_cloud_is_unreachable() 
     let message = status["message"].as_str().unwrap_or_default();
     assert!(message.contains("the cloud is unreachable"), "{message}");
     assert!(edge.received().is_empty());
+    // The refusal is counted (and logged) at the edge, where the kubelet's log was the only
+    // trace before, and shows in the node's metrics.
+    let refused = edge.proxy.refusals().by_code();
+    assert_eq!(refused.get(&503), Some(&1), "{refused:?}");
+    let mut registry = prometheus_client::registry::Registry::default();
+    edge.proxy.register_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+    assert!(
+        text.contains("lwproxy_refused_requests_total{code=\"503\"} 1"),
+        "{text}"
+    );
     edge.stop().await;
 }
 
