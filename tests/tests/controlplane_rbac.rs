@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use e2e::controller::Desired;
 use e2e::{Cloud, Pki, Ports, cloud, kubectl};
-use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenReview};
+use k8s_openapi::api::authentication::v1::{
+    SelfSubjectReview, TokenRequest, TokenReview, TokenReviewStatus,
+};
 use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SubjectAccessReview};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -59,6 +61,15 @@ async fn team_bot(cloud: &Cloud, namespaces: &[&str]) -> (kube::Client, String) 
         .unwrap();
     let token = issued.status.expect("a token").token;
     (cloud.kube_with_token(&token).await, token)
+}
+
+/// What the API answers to `review`.
+async fn reviewed(reviews: &Api<TokenReview>, review: TokenReview) -> TokenReviewStatus {
+    let answered = reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap();
+    answered.status.expect("a TokenReview's status")
 }
 
 fn configmap(name: &str) -> ConfigMap {
@@ -290,12 +301,7 @@ async fn the_review_apis_answer_and_are_authorized_themselves() {
     // TokenReview: the service-account token, the admin token, a bad one.
     let reviews: Api<TokenReview> = Api::all(admin.clone());
     let review = |t: &str| obj::<TokenReview>(json!({"spec": {"token": t}}));
-    let st = reviews
-        .create(&pp, &review(&token))
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let st = reviewed(&reviews, review(&token)).await;
     let user = st.user.unwrap();
     assert_eq!(st.authenticated, Some(true));
     assert_eq!(
@@ -324,43 +330,23 @@ async fn the_review_apis_answer_and_are_authorized_themselves() {
     let for_audiences = |t: &str, audiences: Value| {
         obj::<TokenReview>(json!({"spec": {"token": t, "audiences": audiences}}))
     };
-    let st = reviews
-        .create(&pp, &for_audiences(&api_token, json!(["api", "other"])))
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let st = reviewed(&reviews, for_audiences(&api_token, json!(["api", "other"]))).await;
     assert_eq!(st.authenticated, Some(true), "{st:?}");
     assert_eq!(st.audiences.as_deref(), Some(&["api".to_owned()][..]));
-    let st = reviews
-        .create(&pp, &review(&api_token))
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let st = reviewed(&reviews, review(&api_token)).await;
     assert_ne!(
         st.authenticated,
         Some(true),
         "an `api` token is not the API's: {st:?}"
     );
-    let st = reviews
-        .create(&pp, &for_audiences(&token, json!(["api"])))
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let st = reviewed(&reviews, for_audiences(&token, json!(["api"]))).await;
     assert_ne!(
         st.authenticated,
         Some(true),
         "a default-audience token is not `api`'s: {st:?}"
     );
     let admin_token = cloud.running.api().unwrap().token().to_owned();
-    let st = reviews
-        .create(&pp, &review(&admin_token))
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let st = reviewed(&reviews, review(&admin_token)).await;
     assert!(
         st.user
             .unwrap()
@@ -368,12 +354,7 @@ async fn the_review_apis_answer_and_are_authorized_themselves() {
             .unwrap()
             .contains(&"system:masters".to_string())
     );
-    let st = reviews
-        .create(&pp, &review("not-a-token"))
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let st = reviewed(&reviews, review("not-a-token")).await;
     assert_eq!(st.authenticated, Some(false));
     // ... and nothing was stored: the reviews are not even listable.
     assert_eq!(code_of(reviews.list(&ListParams::default()).await), 405);

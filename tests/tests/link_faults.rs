@@ -788,20 +788,26 @@ async fn an_object_over_the_frame_limit_is_dropped_and_the_node_keeps_its_link()
     cloud.stop().await;
 }
 
-/// How long a node may take to link while another address floods the handshakes.
-const LINK_WITHIN: Duration = Duration::from_secs(4);
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_handshake_flood_from_one_address_does_not_keep_a_node_from_linking() {
-    let pki = Pki::new();
-    let cloud = e2e::cloud_with(&pki, Desired::new(), Ports::default(), |c| {
+/// A cloud with few handshake slots (8, 2 of them kept for known addresses, 4 per address),
+/// so a flood fills them quickly.
+async fn small_handshake_cloud(pki: &Pki) -> e2e::Cloud {
+    e2e::cloud_with(pki, Desired::new(), Ports::default(), |c| {
         let hub = &mut c.modules.cloud_hub;
         hub.max_concurrent_handshakes = 8;
         hub.reserved_handshakes = 2;
         hub.max_handshakes_per_address = 4;
         hub.handshake_timeout = Duration::from_secs(6);
     })
-    .await;
+    .await
+}
+
+/// How long a node may take to link while another address floods the handshakes.
+const LINK_WITHIN: Duration = Duration::from_secs(4);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_flood_from_one_address_does_not_keep_a_node_from_linking() {
+    let pki = Pki::new();
+    let cloud = small_handshake_cloud(&pki).await;
     let addr = cloud.addr(Transport::WebSocket);
 
     // Half-open connections from 127.0.0.2 that never start TLS, opened before the node dials.
@@ -841,14 +847,7 @@ async fn a_handshake_flood_from_one_address_does_not_keep_a_node_from_linking() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_linked_before_relinks_through_a_flood_from_many_addresses() {
     let pki = Pki::new();
-    let cloud = e2e::cloud_with(&pki, Desired::new(), Ports::default(), |c| {
-        let hub = &mut c.modules.cloud_hub;
-        hub.max_concurrent_handshakes = 8;
-        hub.reserved_handshakes = 2;
-        hub.max_handshakes_per_address = 4;
-        hub.handshake_timeout = Duration::from_secs(6);
-    })
-    .await;
+    let cloud = small_handshake_cloud(&pki).await;
     let addr = cloud.addr(Transport::WebSocket);
     let node = "edge-returning";
     let config = edge_config(

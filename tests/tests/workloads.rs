@@ -29,6 +29,19 @@ async fn nodes(client: &kube::Client, names: &[&str]) {
     }
 }
 
+/// A Deployment of `replicas` pods that no node matches: they stay unscheduled, so deleting
+/// them needs no kubelet.
+fn unscheduled_deployment(name: &str, replicas: i32) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"nodeSelector": {"nowhere": "true"},
+                                       "containers": [{"name": "c", "image": "registry.local/web:1"}]}}},
+    }))
+    .unwrap()
+}
+
 /// The pods a ReplicaSet controls, not being deleted.
 async fn owned(pods: &Api<Pod>, uid: &str) -> Vec<Pod> {
     let list = pods.list(&ListParams::default()).await.unwrap();
@@ -400,14 +413,7 @@ async fn deleting_the_only_deployment_collects_its_replicaset_and_pods() {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let only: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "a3"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "a3"}},
-                 "template": {"metadata": {"labels": {"app": "a3"}},
-                              "spec": {"nodeSelector": {"nowhere": "true"},
-                                       "containers": [{"name": "c", "image": "busybox"}]}}},
-    }))
-    .unwrap();
+    let only = unscheduled_deployment("a3", 1);
     deployments
         .create(&PostParams::default(), &only)
         .await
@@ -442,17 +448,7 @@ async fn deleting_a_deployment_cascades_in_the_background_foreground_or_orphans(
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    // No node matches: the pods stay unscheduled, so deleting them needs no kubelet.
-    let make = |name: &str| -> Deployment {
-        serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"nodeSelector": {"nowhere": "true"},
-                                           "containers": [{"name": "c", "image": "registry.local/web:1"}]}}},
-        }))
-        .unwrap()
-    };
+    let make = |name: &str| unscheduled_deployment(name, 2);
     let count = |app: &'static str| {
         let (sets, pods) = (sets.clone(), pods.clone());
         async move {
