@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use apimachinery::ApiError;
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Version, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -163,13 +162,7 @@ async fn limit(State(limiter): State<ClientLimiter>, req: Request, next: Next) -
         }
         Err(e) => {
             tracing::debug!(%ip, error = %e, "request refused");
-            let http1 = matches!(req.version(), Version::HTTP_10 | Version::HTTP_11);
-            let mut resp = crate::server::error_response(e);
-            if http1 {
-                let close = HeaderValue::from_static("close");
-                resp.headers_mut().insert(header::CONNECTION, close);
-            }
-            resp
+            crate::serve::refusal(e, req.version(), true)
         }
     }
 }

@@ -545,6 +545,24 @@ async fn per_request(State(ctx): State<PerRequest>, req: Request, next: Next) ->
     })
 }
 
+/// `error` as its `Status` answer (with `Retry-After` for a 429); when `close`, an HTTP/1
+/// connection is closed after it (its request body was not read).
+pub(crate) fn refusal(
+    error: apimachinery::ApiError,
+    version: axum::http::Version,
+    close: bool,
+) -> Response {
+    let mut resp = crate::server::error_response(error);
+    if close && version <= axum::http::Version::HTTP_11 {
+        let headers = resp.headers_mut();
+        headers.insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+    }
+    resp
+}
+
 /// The address a client is counted under (an IPv4-mapped IPv6 address as IPv4).
 fn canonical(ip: IpAddr) -> IpAddr {
     match ip {

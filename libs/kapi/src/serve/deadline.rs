@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use apimachinery::ApiError;
 use axum::body::{Body, HttpBody};
-use axum::http::{HeaderValue, Version, header};
+use axum::http::Version;
 use axum::response::Response;
 use bytes::Bytes;
 use tokio::time::Sleep;
@@ -91,23 +91,6 @@ impl Expired {
 
 /// The `408` for a body not read within `timeout`; an HTTP/1 connection is closed after it.
 pub(crate) fn request_timeout(timeout: Duration, version: Version) -> Response {
-    let error = ApiError {
-        code: 408,
-        reason: "Timeout".into(),
-        message: format!("the request body was not received within {timeout:?}"),
-        details: None,
-    };
-    // A Status always serializes.
-    let body = serde_json::to_vec(&error.to_status()).expect("a Status serializes");
-    let mut resp = Response::new(Body::from(body));
-    *resp.status_mut() = axum::http::StatusCode::REQUEST_TIMEOUT;
-    let headers = resp.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if version <= Version::HTTP_11 {
-        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    resp
+    let why = format!("the request body was not received within {timeout:?}");
+    super::refusal(ApiError::new(408, "Timeout", why), version, true)
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use apimachinery::ApiError;
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderValue, Version, header};
+use axum::http::Version;
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -225,26 +225,8 @@ pub(crate) fn long_running(req: &Request) -> bool {
 /// The `429` for a request over its share, with `Retry-After` (as APF answers); an HTTP/1
 /// connection is closed after it when `close` (the request's body was not read).
 pub fn too_many_requests(message: String, version: Version, close: bool) -> Response {
-    let error = ApiError {
-        code: 429,
-        reason: "TooManyRequests".into(),
-        message,
-        details: Some(serde_json::json!({ "retryAfterSeconds": RETRY_AFTER_SECS })),
-    };
-    // A Status always serializes.
-    let body = serde_json::to_vec(&error.to_status()).expect("a Status serializes");
-    let mut resp = Response::new(Body::from(body));
-    *resp.status_mut() = axum::http::StatusCode::TOO_MANY_REQUESTS;
-    let headers = resp.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
-    if close && version <= Version::HTTP_11 {
-        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    resp
+    let error = ApiError::too_many_requests(message, RETRY_AFTER_SECS);
+    super::refusal(error, version, close)
 }
 
 /// Middleware for a server that authenticates: put it inside the authentication layer (it
