@@ -584,8 +584,14 @@ async fn a_cloud_shutdown_waits_for_the_upstream_handler_in_flight() {
         &dir.path().join("n1.db"),
     ))
     .await;
+    // Linked at both ends: the cloud holds the session and the edge's hub sends (a request
+    // handed to edgehub before its end is up is refused at once).
     eventually("the edge is linked", CONVERGE, || async {
-        running.hub().unwrap().sessions() == 1
+        let edge_up = matches!(
+            *edge.running.hub().unwrap().state().borrow(),
+            edgehub::LinkState::Connected { .. }
+        );
+        running.hub().unwrap().sessions() == 1 && edge_up
     })
     .await;
 
