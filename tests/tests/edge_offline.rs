@@ -127,6 +127,82 @@ async fn a_lease_created_offline_reaches_the_cloud_and_stays_at_the_edge() {
     cloud.stop().await;
 }
 
+/// Asks lwproxy for a token of `builder` bound to `pod`, as a kubelet does for a projected
+/// volume; returns the HTTP code and the body.
+async fn ask_token(edge: &kube::Client, pod: &Pod, audiences: &[&str]) -> (u16, serde_json::Value) {
+    let request = json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": audiences, "expirationSeconds": 3607, "boundObjectRef": {
+            "kind": "Pod", "apiVersion": "v1", "name": pod.metadata.name, "uid": pod.metadata.uid,
+        }},
+    });
+    let post = http::Request::post("/api/v1/namespaces/default/serviceaccounts/builder/token")
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(request.to_string().into_bytes()))
+        .unwrap();
+    let response = edge.send(post).await.unwrap();
+    let code = response.status().as_u16();
+    let body = response.into_body().collect_bytes().await.unwrap();
+    (code, serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_restarted_offline_gets_the_tokens_the_cloud_issued_for_its_pods() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+
+    let (pki, dir) = (Pki::new(), tempfile::tempdir().unwrap());
+    let (cloud, edge1) = e2e::linked_site(&pki, dir.path(), "edge-1").await;
+    let pp = PostParams::default();
+    let account = serde_json::from_value(json!({"metadata": {"name": "builder"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(cloud.kube().await, "default")
+        .create(&pp, &account)
+        .await
+        .unwrap();
+    let mut pod = e2e::plain_pod("web", "edge-1");
+    pod.spec.as_mut().unwrap().service_account_name = Some("builder".into());
+    let pods: Api<Pod> = Api::namespaced(cloud.kube().await, "default");
+    let pod = pods.create(&pp, &pod).await.unwrap();
+    eventually("the pod reaches the edge", WAIT, || async {
+        edge1.held().await.contains_key("pods/default/web")
+    })
+    .await;
+    let (code, issued) = ask_token(&edge1.lwproxy_client(), &pod, &[]).await;
+    assert_eq!(code, 201, "{issued}");
+    let token = issued["status"]["token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+
+    // The cloud goes away and the node restarts: the kubelet asks again for the same token.
+    let _ports = take_cloud_away(cloud, &edge1).await;
+    let config = edge1.config();
+    edge1.stop().await;
+    let edge2 = edge(config).await;
+    let client = edge2.lwproxy_client();
+    let (code, kept) = ask_token(&client, &pod, &[]).await;
+    assert_eq!(code, 201, "answered offline from the token kept: {kept}");
+    assert_eq!(kept["status"]["token"], token.as_str());
+    assert_eq!(
+        kept["status"]["expirationTimestamp"],
+        issued["status"]["expirationTimestamp"]
+    );
+
+    // A token never issued here (another audience) cannot be made offline.
+    let (code, refused) = ask_token(&client, &pod, &["vault"]).await;
+    assert_eq!(code, 503, "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("no token for these audiences"),
+        "{message}"
+    );
+    // Nor one bound to a pod this node does not hold under that uid.
+    let mut other = pod.clone();
+    other.metadata.uid = Some("00000000-0000-0000-0000-000000000000".into());
+    let (code, refused) = ask_token(&client, &other, &[]).await;
+    assert_eq!(code, 503, "{refused}");
+    edge2.stop().await;
+}
+
 /// A loopback port nothing listens on right now, for a child process's lwproxy.
 fn unused_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -19,6 +19,7 @@ use std::time::Duration;
 use apimachinery::forward::{self, LINK_LOST};
 use apimachinery::patch::PatchType;
 use apimachinery::status::OPTIMISTIC_LOCK_MSG;
+use apimachinery::time::now_unix;
 use apimachinery::{ApiError, ForwardedReply, ForwardedWrite};
 use beehive::{Context, ErrorChain, Message, Operation, SyncError};
 use bytes::Bytes;
@@ -31,6 +32,7 @@ use tokio::sync::watch;
 use crate::echo::Answered;
 use crate::envelope::{self, Change};
 use crate::local::{self, LocalWrite, Subject};
+use crate::tokens;
 use crate::{HUB_MODULE, Link, MESSAGE_GROUP, NAME, through};
 
 /// Tries of a local write whose object changed between read and write.
@@ -98,10 +100,20 @@ impl Forwarder {
     ) -> Result<(u16, Value), ApiError> {
         check_names(req, &change)?;
         let local = LocalWrite::of(req.info, req.subresource, &change);
+        let token = tokens::Ask::of(req, &change);
         if self.online() {
             match self.forward(req, &change).await {
-                Ok(answer) => return Ok(answer),
+                Ok(answer) => {
+                    if let Some(ask) = &token {
+                        self.keep_token(ask, &answer.1).await;
+                    }
+                    return Ok(answer);
+                }
                 Err(Failure::Api(e)) => return Err(e),
+                // A token request has no effect but its answer: one kept here will do.
+                Err(Failure::Unsent(reason) | Failure::Unknown(reason)) if token.is_some() => {
+                    tracing::info!(account = req.name, %reason, "token request not sent; answering with the token kept here");
+                }
                 Err(Failure::Unsent(reason)) if local.is_none() => {
                     return Err(not_forwarded(req, &change, &reason));
                 }
@@ -115,9 +127,62 @@ impl Forwarder {
                 }
             }
         }
-        match local {
-            Some(write) => self.apply_locally(req, write, &change).await,
-            None => Err(self.refused_offline(req, &change).await),
+        match (local, token) {
+            (Some(write), _) => self.apply_locally(req, write, &change).await,
+            (None, Some(ask)) => self.kept_token(req, &change, &ask).await,
+            (None, None) => Err(self.refused_offline(req, &change).await),
+        }
+    }
+
+    /// Keeps the token the cloud issued for `ask` (its `answer`), to answer the same ask while
+    /// the cloud is away. A token not kept only costs that: the client has its answer.
+    async fn keep_token(&self, ask: &tokens::Ask, answer: &Value) {
+        let key = ask.key();
+        let held = match self.held(&key).await {
+            Ok(held) => held,
+            Err(e) => {
+                tracing::warn!(%key, error = %e.message, "kept tokens unreadable");
+                return;
+            }
+        };
+        let record = held
+            .as_deref()
+            .and_then(|h| serde_json::from_slice(&h.value).ok());
+        let Some(record) = ask.remember(record, answer, now_unix()) else {
+            return;
+        };
+        // Serializing plain strings and numbers cannot fail.
+        let value = serde_json::to_value(&record).expect("a token record serializes");
+        let based_on = held.as_deref().map(|h| h.revision);
+        if let Err(e) = self.meta.put_local(key.clone(), value, based_on).await {
+            tracing::warn!(%key, error = %ErrorChain(&e), "issued token not kept at the edge");
+        }
+    }
+
+    /// The answer to a token request while the cloud is away: the token kept for the same
+    /// ask, or a 503 saying why there is none.
+    async fn kept_token(
+        &self,
+        req: &WriteRequest<'_>,
+        change: &Change,
+        ask: &tokens::Ask,
+    ) -> Result<(u16, Value), ApiError> {
+        let decode = |held: Option<Arc<StoredObject>>| {
+            held.and_then(|h| serde_json::from_slice::<Value>(&h.value).ok())
+        };
+        let record = decode(self.held(&ask.key()).await?)
+            .and_then(|v| serde_json::from_value::<tokens::Record>(v).ok());
+        let pod_key = ObjKey::new("pods", &ask.namespace, &ask.pod_name);
+        let pod = decode(self.held(&pod_key).await?);
+        match ask.answer_offline(record.as_ref(), pod.as_ref(), now_unix()) {
+            Ok(answer) => Ok((201, answer)),
+            Err(miss) => Err(ApiError::service_unavailable(format!(
+                "the cloud is unreachable: this node has no link to it, and no token kept here \
+                 answers the {} of {}: {}",
+                change.verb(),
+                target(req),
+                miss.reason()
+            ))),
         }
     }
 

@@ -6,7 +6,8 @@
 //! [`ForwardedWrite`](apimachinery::ForwardedWrite), answered by the cloud's
 //! [`ForwardedReply`](apimachinery::ForwardedReply). While the link is down, pod and node
 //! status and lease writes are applied to the store and queued for the cloud through
-//! metamanager's outbox; other writes get a 503. Loopback callers are trusted as a local admin
+//! metamanager's outbox; a pod's service-account token request is answered with the token
+//! the cloud last issued for it while that is valid ([`tokens`]); other writes get a 503. Loopback callers are trusted as a local admin
 //! for reads; a loopback listener serves only requests naming a loopback host (DNS
 //! rebinding, see [`host`]); forwarded writes carry checked names and are made in the cloud
 //! with this node's rights, never more.
@@ -22,6 +23,7 @@ mod host;
 mod local;
 mod refusals;
 mod through;
+mod tokens;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
