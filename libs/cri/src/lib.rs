@@ -5,6 +5,9 @@
 #![forbid(unsafe_code)]
 
 mod error;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+mod runtime;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,6 +18,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 pub use error::CriError;
 pub use k8s_cri::v1 as api;
+pub use runtime::Runtime;
 
 use api::image_service_client::ImageServiceClient;
 use api::runtime_service_client::RuntimeServiceClient;

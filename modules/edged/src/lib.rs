@@ -10,6 +10,7 @@
 //! Only sandboxes and containers edged labelled are touched.
 #![forbid(unsafe_code)]
 
+mod clock;
 mod config;
 mod credentials;
 mod env;
@@ -57,7 +58,8 @@ pub(crate) struct Shared {
     node: String,
     host_ip: String,
     dns: DnsSettings,
-    cri: cri::Cri,
+    cri: Arc<dyn cri::Runtime>,
+    clock: clock::Clock,
     store: Store,
     client: kube::Client,
     link: watch::Receiver<lwproxy::Link>,
@@ -91,27 +93,17 @@ impl Edged {
                 "no node name: set hostnameOverride or give the node a certificate".into(),
             ));
         }
-        let cri = cri::Cri::connect(&config.remote_runtime_endpoint).await?;
+        let cri = Arc::new(cri::Cri::connect(&config.remote_runtime_endpoint).await?);
         let client = kube::Client::new(api, "default");
-        let (events, sink) = events::channel();
-        let shared = Shared {
-            host_ip: host_ip(),
-            dns: DnsSettings {
-                servers: config.cluster_dns.clone(),
-                domain: config.cluster_domain.clone(),
-            },
+        let shared = Shared::new(
             config,
             node,
             cri,
+            clock::Clock::system(),
             store,
             client,
             link,
-            tasks: TaskTracker::new(),
-            workers: Mutex::new(HashMap::new()),
-            events,
-            sink,
-            statics: statics::Statics::default(),
-        };
+        );
         Ok(Edged {
             shared: Arc::new(shared),
         })
@@ -172,6 +164,39 @@ impl Module for Edged {
 // === impl Shared ===
 
 impl Shared {
+    /// What edged's parts share, for node `node` on runtime `cri`; `client` is the Kubernetes
+    /// API it writes to (lwproxy's, in-process) and `store` the edge store it reads.
+    fn new(
+        config: Config,
+        node: String,
+        cri: Arc<dyn cri::Runtime>,
+        clock: clock::Clock,
+        store: Store,
+        client: kube::Client,
+        link: watch::Receiver<lwproxy::Link>,
+    ) -> Shared {
+        let (events, sink) = events::channel();
+        Shared {
+            host_ip: host_ip(),
+            dns: DnsSettings {
+                servers: config.cluster_dns.clone(),
+                domain: config.cluster_domain.clone(),
+            },
+            config,
+            node,
+            cri,
+            clock,
+            store,
+            client,
+            link,
+            tasks: TaskTracker::new(),
+            workers: Mutex::new(HashMap::new()),
+            events,
+            sink,
+            statics: statics::Statics::default(),
+        }
+    }
+
     /// Whether the cloud is reachable.
     pub(crate) fn online(&self) -> bool {
         *self.link.borrow() == lwproxy::Link::Up
@@ -265,7 +290,7 @@ async fn supervise(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(
                 None => return Ok(()),
             },
             _ = relist.tick() => {
-                let now = match runtime::relist(&shared.cri).await {
+                let now = match runtime::relist(&*shared.cri).await {
                     Ok(now) => now,
                     Err(e) => {
                         tracing::warn!(error = %e, "relisting the container runtime failed");
@@ -337,7 +362,7 @@ async fn remove_orphans(
     shared: &Arc<Shared>,
     shutdown: &CancellationToken,
 ) -> Result<(), EdgedError> {
-    for (uid, held) in runtime::relist(&shared.cri).await? {
+    for (uid, held) in runtime::relist(&*shared.cri).await? {
         let known = shared
             .workers
             .lock()
@@ -364,3 +389,6 @@ fn host_ip() -> String {
         .map(|a| a.ip().to_string())
         .unwrap_or_else(|_| "127.0.0.1".into())
 }
+
+#[cfg(test)]
+mod tests;

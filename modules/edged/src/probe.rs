@@ -60,7 +60,7 @@ pub struct Prober {
 #[derive(Clone)]
 pub struct Target {
     /// The runtime.
-    pub cri: cri::Cri,
+    pub cri: Arc<dyn cri::Runtime>,
     /// The address httpGet and tcpSocket probes connect to when they name no host: the pod's
     /// IP (the node's for a host-network pod).
     pub host: String,

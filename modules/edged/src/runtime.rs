@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime};
 
-use cri::{Cri, api};
+use cri::{Runtime, api};
 
 use crate::error::EdgedError;
 use crate::plan::{Container, Observed, Sandbox, State};
@@ -32,7 +32,7 @@ pub struct Held {
 }
 
 /// Every pod edged has sandboxes or containers for (the relist).
-pub async fn relist(cri: &Cri) -> Result<HashMap<String, Held>, EdgedError> {
+pub async fn relist(cri: &dyn Runtime) -> Result<HashMap<String, Held>, EdgedError> {
     let (sandboxes, containers) = list(cri, None).await?;
     let mut pods: HashMap<String, Held> = HashMap::new();
     let sandboxes = sandboxes.into_iter().map(|s| (s.labels, s.id, s.state));
@@ -55,7 +55,7 @@ pub async fn relist(cri: &Cri) -> Result<HashMap<String, Held>, EdgedError> {
 
 /// The sandboxes and containers edged made, of pod `uid` or of every pod.
 async fn list(
-    cri: &Cri,
+    cri: &dyn Runtime,
     uid: Option<&str>,
 ) -> Result<(Vec<api::PodSandbox>, Vec<api::Container>), EdgedError> {
     let mut selector = HashMap::from([(MANAGED.to_string(), "true".to_string())]);
@@ -78,7 +78,7 @@ async fn list(
 }
 
 /// What the runtime holds for pod `uid`.
-pub async fn observe(cri: &Cri, uid: &str) -> Result<Snapshot, EdgedError> {
+pub async fn observe(cri: &dyn Runtime, uid: &str) -> Result<Snapshot, EdgedError> {
     let (sandboxes, listed) = list(cri, Some(uid)).await?;
     let mut snap = Snapshot::default();
     for s in &sandboxes {

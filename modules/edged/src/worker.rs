@@ -71,8 +71,9 @@ struct Worker {
     id: PodId,
     /// Waiting reasons of containers that could not start, by container name.
     waiting: BTreeMap<String, (String, String)>,
-    /// Image pull back-off: failures and the time the next pull may start, by image.
-    pulls: HashMap<String, (u32, SystemTime)>,
+    /// Image pull back-off: failures, the time the next pull may start and why the last one
+    /// failed, by image.
+    pulls: HashMap<String, (u32, SystemTime, String)>,
     /// The last status reported, the status the store held when it was, and the status the API
     /// answered (as it stored it): while the store holds either, the report is not sent again;
     /// once it holds another (someone else wrote it, or a mirror pod was created again), it is.
@@ -175,7 +176,7 @@ impl Worker {
         if run {
             desired.kill = self.prober.unhealthy();
         }
-        let mut snap = runtime::observe(&self.shared.cri, &self.id.uid).await?;
+        let mut snap = runtime::observe(&*self.shared.cri, &self.id.uid).await?;
         let inputs = match pod {
             Some(p) if run => self.inputs(p, &snap.pod_ip).await?,
             _ => Inputs::default(),
@@ -191,7 +192,7 @@ impl Worker {
             }
             _ => self.prober.clear(),
         }
-        let now = SystemTime::now();
+        let now = self.shared.clock.now();
         if let Some(retry) = self.pulls.values().map(|p| p.1).min() {
             next = next.min(retry.duration_since(now).unwrap_or_default());
         }
@@ -235,10 +236,12 @@ impl Worker {
     ) -> Result<Duration, EdgedError> {
         let mut next = Duration::from_secs(60);
         for _ in 0..8 {
-            let plan = plan::plan(desired, &snap.observed, SystemTime::now());
+            let plan = plan::plan(desired, &snap.observed, self.shared.clock.now());
             self.note_backoff(pod, &plan);
             if let Some(due) = plan.backoff.iter().map(|b| b.1).min() {
-                let wait = due.duration_since(SystemTime::now()).unwrap_or_default();
+                let wait = due
+                    .duration_since(self.shared.clock.now())
+                    .unwrap_or_default();
                 next = next.min(wait + Duration::from_millis(50));
             }
             let mut actions = plan.actions;
@@ -255,7 +258,7 @@ impl Worker {
             for action in actions {
                 self.apply(pod, snap, action, inputs).await?;
             }
-            *snap = runtime::observe(&self.shared.cri, &self.id.uid).await?;
+            *snap = runtime::observe(&*self.shared.cri, &self.id.uid).await?;
         }
         Ok(next)
     }
@@ -473,16 +476,17 @@ impl Worker {
             }
             _ => {}
         }
-        let now = SystemTime::now();
-        if let Some((failures, until)) = self.pulls.get(image)
+        let now = self.shared.clock.now();
+        if let Some((_, until, why)) = self.pulls.get(image)
             && now < *until
         {
             if present {
                 return Ok(());
             }
+            // As the kubelet words it since 1.30: the back-off with the last pull's error.
             return Err(EdgedError::pod(
                 "ImagePullBackOff",
-                format!("Back-off pulling image \"{image}\" ({failures} failed pulls)"),
+                format!("Back-off pulling image \"{image}\": ErrImagePull: {why}"),
             ));
         }
         let pulled = tokio::time::timeout(PULL_TIMEOUT, cri.pull_image(image, auth, None)).await;
@@ -495,11 +499,12 @@ impl Worker {
                 let failures = self.pulls.get(image).map_or(1, |f| f.0 + 1);
                 let wait = (plan::BACKOFF_INITIAL * 2u32.pow((failures - 1).min(5)))
                     .min(plan::BACKOFF_MAX);
-                self.pulls.insert(image.to_string(), (failures, now + wait));
                 let why = match failed {
                     Ok(Err(e)) => e.to_string(),
                     _ => "the pull timed out".into(),
                 };
+                let pull = (failures, now + wait, why.clone());
+                self.pulls.insert(image.to_string(), pull);
                 if present {
                     tracing::warn!(image, error = %why, "pull failed; using the image present on the node");
                     let message = format!(
@@ -561,7 +566,7 @@ impl Worker {
                 }
             } else if let Some(get) = &hook.http_get {
                 let port = probe::port(&get.port, c).ok_or("unknown port")?;
-                let snap = runtime::observe(&self.shared.cri, &self.id.uid)
+                let snap = runtime::observe(&*self.shared.cri, &self.id.uid)
                     .await
                     .map_err(|e| e.to_string())?;
                 let host = get.host.clone().unwrap_or_else(|| self.pod_ip(pod, &snap));
@@ -777,7 +782,13 @@ impl Worker {
             not_started: self.prober.pending(probe::Kind::Startup),
             unready: self.prober.pending(probe::Kind::Readiness),
         };
-        let new = status::pod_status(pod, desired, &snap.observed, &extra, SystemTime::now());
+        let new = status::pod_status(
+            pod,
+            desired,
+            &snap.observed,
+            &extra,
+            self.shared.clock.now(),
+        );
         let held = pod
             .status
             .as_ref()

@@ -1,0 +1,520 @@
+//! An in-memory [`Runtime`] for unit tests of what drives a runtime (edged's pod workers): it
+//! keeps sandboxes, containers and images as containerd would report them, answers `NotFound`
+//! for what it does not hold, and lets a test make a container exit, a pull fail or an exec
+//! answer. Times come from the clock it is given, so tests under tokio's paused time see them
+//! advance with it. Every call is logged for assertions.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::CriError;
+use crate::api::{self, ContainerState, PodSandboxState};
+use crate::runtime::Runtime;
+
+/// The clock a [`FakeRuntime`] stamps times with.
+pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// An in-memory container runtime. Cheap to clone: clones share their state.
+#[derive(Clone)]
+pub struct FakeRuntime {
+    inner: Arc<Mutex<State>>,
+    clock: Clock,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    sandboxes: BTreeMap<String, Sandbox>,
+    containers: BTreeMap<String, Container>,
+    images: BTreeSet<String>,
+    failing_pulls: BTreeMap<String, String>,
+    exec_answers: HashMap<Vec<String>, (i32, Vec<u8>)>,
+    calls: Vec<String>,
+}
+
+struct Sandbox {
+    config: api::PodSandboxConfig,
+    ready: bool,
+    ip: String,
+    created_at: i64,
+}
+
+struct Container {
+    sandbox: String,
+    config: api::ContainerConfig,
+    state: ContainerState,
+    created_at: i64,
+    started_at: i64,
+    finished_at: i64,
+    exit_code: i32,
+    reason: String,
+}
+
+// === impl FakeRuntime ===
+
+impl Default for FakeRuntime {
+    fn default() -> Self {
+        FakeRuntime::new(Arc::new(SystemTime::now))
+    }
+}
+
+impl FakeRuntime {
+    /// An empty runtime stamping times from `clock`.
+    pub fn new(clock: Clock) -> FakeRuntime {
+        FakeRuntime {
+            inner: Arc::default(),
+            clock,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A test that panicked holding the lock has failed already.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> i64 {
+        let since = (self.clock)()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+    }
+
+    fn log(&self, call: String) -> MutexGuard<'_, State> {
+        let mut state = self.state();
+        state.calls.push(call);
+        state
+    }
+
+    /// Makes `image` present, as if pulled before.
+    pub fn add_image(&self, image: &str) {
+        self.state().images.insert(image.to_owned());
+    }
+
+    /// Makes pulls of `image` fail with `message` (until [`FakeRuntime::add_image`]).
+    pub fn fail_pulls(&self, image: &str, message: &str) {
+        let mut state = self.state();
+        state.images.remove(image);
+        state
+            .failing_pulls
+            .insert(image.to_owned(), message.to_owned());
+    }
+
+    /// Makes an exec of `cmd` answer `exit_code` with `stdout` (others answer 0, no output).
+    pub fn answer_exec(&self, cmd: &[&str], exit_code: i32, stdout: &[u8]) {
+        let cmd = cmd.iter().map(|s| s.to_string()).collect();
+        self.state()
+            .exec_answers
+            .insert(cmd, (exit_code, stdout.to_vec()));
+    }
+
+    /// Makes every running container named `name` exit with `code`; returns how many did.
+    pub fn exit(&self, name: &str, code: i32) -> usize {
+        let now = self.now();
+        let mut state = self.state();
+        let mut exited = 0;
+        for c in state.containers.values_mut() {
+            let named = c.config.metadata.as_ref().is_some_and(|m| m.name == name);
+            if named && c.state == ContainerState::ContainerRunning {
+                c.state = ContainerState::ContainerExited;
+                c.exit_code = code;
+                c.finished_at = now;
+                c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+                exited += 1;
+            }
+        }
+        exited
+    }
+
+    /// The calls made so far, as `Op arg`.
+    pub fn calls(&self) -> Vec<String> {
+        self.state().calls.clone()
+    }
+
+    /// How many calls of `op` were made.
+    pub fn count(&self, op: &str) -> usize {
+        let prefix = format!("{op} ");
+        let calls = &self.state().calls;
+        calls
+            .iter()
+            .filter(|c| c.starts_with(&prefix) || *c == op)
+            .count()
+    }
+
+    /// `(name, attempt, state)` of every container, in creation order.
+    pub fn containers(&self) -> Vec<(String, u32, ContainerState)> {
+        let state = self.state();
+        state
+            .containers
+            .values()
+            .map(|c| {
+                let meta = c.config.metadata.clone().unwrap_or_default();
+                (meta.name, meta.attempt, c.state)
+            })
+            .collect()
+    }
+
+    fn next_id(state: &mut State, kind: &str) -> String {
+        state.next_id += 1;
+        format!("{kind}{:06}", state.next_id)
+    }
+}
+
+fn not_found(op: &'static str, what: &str, id: &str) -> CriError {
+    CriError::Call {
+        op,
+        source: tonic::Status::not_found(format!("{what} {id:?} not found")),
+    }
+}
+
+fn selected(labels: &HashMap<String, String>, selector: &HashMap<String, String>) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+impl Sandbox {
+    fn state(&self) -> i32 {
+        match self.ready {
+            true => PodSandboxState::SandboxReady as i32,
+            false => PodSandboxState::SandboxNotready as i32,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Runtime for FakeRuntime {
+    async fn version(&self) -> Result<api::VersionResponse, CriError> {
+        drop(self.log("Version".into()));
+        Ok(api::VersionResponse {
+            version: "0.1.0".into(),
+            runtime_name: "fake".into(),
+            runtime_version: "1.0".into(),
+            runtime_api_version: "v1".into(),
+        })
+    }
+
+    async fn run_pod_sandbox(
+        &self,
+        config: api::PodSandboxConfig,
+        _runtime_handler: &str,
+    ) -> Result<String, CriError> {
+        let now = self.now();
+        let name = config.metadata.clone().unwrap_or_default().name;
+        let mut state = self.log(format!("RunPodSandbox {name}"));
+        let id = FakeRuntime::next_id(&mut state, "sandbox");
+        let ip = format!("10.88.0.{}", state.next_id % 250 + 2);
+        let sandbox = Sandbox {
+            config,
+            ready: true,
+            ip,
+            created_at: now,
+        };
+        state.sandboxes.insert(id.clone(), sandbox);
+        Ok(id)
+    }
+
+    async fn stop_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        let now = self.now();
+        let mut state = self.log(format!("StopPodSandbox {id}"));
+        let sandbox = state.sandboxes.get_mut(id);
+        let sandbox = sandbox.ok_or_else(|| not_found("StopPodSandbox", "sandbox", id))?;
+        sandbox.ready = false;
+        for c in state.containers.values_mut().filter(|c| c.sandbox == id) {
+            if c.state == ContainerState::ContainerRunning {
+                c.state = ContainerState::ContainerExited;
+                c.exit_code = 137;
+                c.finished_at = now;
+            }
+        }
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        let mut state = self.log(format!("RemovePodSandbox {id}"));
+        state
+            .sandboxes
+            .remove(id)
+            .ok_or_else(|| not_found("RemovePodSandbox", "sandbox", id))?;
+        state.containers.retain(|_, c| c.sandbox != id);
+        Ok(())
+    }
+
+    async fn pod_sandbox_status(&self, id: &str) -> Result<api::PodSandboxStatus, CriError> {
+        let state = self.log(format!("PodSandboxStatus {id}"));
+        let s = state.sandboxes.get(id);
+        let s = s.ok_or_else(|| not_found("PodSandboxStatus", "sandbox", id))?;
+        Ok(api::PodSandboxStatus {
+            id: id.to_owned(),
+            metadata: s.config.metadata.clone(),
+            state: s.state(),
+            created_at: s.created_at,
+            network: Some(api::PodSandboxNetworkStatus {
+                ip: s.ip.clone(),
+                additional_ips: vec![],
+            }),
+            labels: s.config.labels.clone(),
+            annotations: s.config.annotations.clone(),
+            ..Default::default()
+        })
+    }
+
+    async fn list_pod_sandboxes(
+        &self,
+        filter: Option<api::PodSandboxFilter>,
+    ) -> Result<Vec<api::PodSandbox>, CriError> {
+        let state = self.log("ListPodSandbox".into());
+        let filter = filter.unwrap_or_default();
+        let listed = state.sandboxes.iter().filter(|(id, s)| {
+            (filter.id.is_empty() || filter.id == **id)
+                && filter.state.as_ref().is_none_or(|v| v.state == s.state())
+                && selected(&s.config.labels, &filter.label_selector)
+        });
+        Ok(listed
+            .map(|(id, s)| api::PodSandbox {
+                id: id.clone(),
+                metadata: s.config.metadata.clone(),
+                state: s.state(),
+                created_at: s.created_at,
+                labels: s.config.labels.clone(),
+                annotations: s.config.annotations.clone(),
+                runtime_handler: String::new(),
+            })
+            .collect())
+    }
+
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: api::ContainerConfig,
+        _sandbox_config: api::PodSandboxConfig,
+    ) -> Result<String, CriError> {
+        let now = self.now();
+        let name = config.metadata.clone().unwrap_or_default().name;
+        let mut state = self.log(format!("CreateContainer {name}"));
+        if !state.sandboxes.get(sandbox_id).is_some_and(|s| s.ready) {
+            return Err(not_found("CreateContainer", "ready sandbox", sandbox_id));
+        }
+        let image = config.image.clone().unwrap_or_default().image;
+        if !state.images.contains(&image) {
+            return Err(not_found("CreateContainer", "image", &image));
+        }
+        let id = FakeRuntime::next_id(&mut state, "container");
+        let container = Container {
+            sandbox: sandbox_id.to_owned(),
+            config,
+            state: ContainerState::ContainerCreated,
+            created_at: now,
+            started_at: 0,
+            finished_at: 0,
+            exit_code: 0,
+            reason: String::new(),
+        };
+        state.containers.insert(id.clone(), container);
+        Ok(id)
+    }
+
+    async fn start_container(&self, id: &str) -> Result<(), CriError> {
+        let now = self.now();
+        let mut state = self.log(format!("StartContainer {id}"));
+        let c = state.containers.get_mut(id);
+        let c = c.ok_or_else(|| not_found("StartContainer", "container", id))?;
+        if c.state != ContainerState::ContainerCreated {
+            return Err(CriError::Call {
+                op: "StartContainer",
+                source: tonic::Status::failed_precondition("container is not in created state"),
+            });
+        }
+        c.state = ContainerState::ContainerRunning;
+        c.started_at = now;
+        Ok(())
+    }
+
+    async fn stop_container(&self, id: &str, _timeout_secs: i64) -> Result<(), CriError> {
+        let now = self.now();
+        let mut state = self.log(format!("StopContainer {id}"));
+        let c = state.containers.get_mut(id);
+        let c = c.ok_or_else(|| not_found("StopContainer", "container", id))?;
+        if c.state == ContainerState::ContainerRunning {
+            c.state = ContainerState::ContainerExited;
+            c.exit_code = 137;
+            c.finished_at = now;
+        }
+        Ok(())
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<(), CriError> {
+        let mut state = self.log(format!("RemoveContainer {id}"));
+        state
+            .containers
+            .remove(id)
+            .ok_or_else(|| not_found("RemoveContainer", "container", id))?;
+        Ok(())
+    }
+
+    async fn list_containers(
+        &self,
+        filter: Option<api::ContainerFilter>,
+    ) -> Result<Vec<api::Container>, CriError> {
+        let state = self.log("ListContainers".into());
+        let filter = filter.unwrap_or_default();
+        let listed = state.containers.iter().filter(|(id, c)| {
+            (filter.id.is_empty() || filter.id == **id)
+                && (filter.pod_sandbox_id.is_empty() || filter.pod_sandbox_id == c.sandbox)
+                && filter
+                    .state
+                    .as_ref()
+                    .is_none_or(|v| v.state == c.state as i32)
+                && selected(&c.config.labels, &filter.label_selector)
+        });
+        Ok(listed
+            .map(|(id, c)| api::Container {
+                id: id.clone(),
+                pod_sandbox_id: c.sandbox.clone(),
+                metadata: c.config.metadata.clone(),
+                image: c.config.image.clone(),
+                image_ref: c.config.image.clone().unwrap_or_default().image,
+                state: c.state as i32,
+                created_at: c.created_at,
+                labels: c.config.labels.clone(),
+                annotations: c.config.annotations.clone(),
+                image_id: String::new(),
+            })
+            .collect())
+    }
+
+    async fn container_status(&self, id: &str) -> Result<api::ContainerStatus, CriError> {
+        let state = self.log(format!("ContainerStatus {id}"));
+        let c = state.containers.get(id);
+        let c = c.ok_or_else(|| not_found("ContainerStatus", "container", id))?;
+        Ok(api::ContainerStatus {
+            id: id.to_owned(),
+            metadata: c.config.metadata.clone(),
+            state: c.state as i32,
+            created_at: c.created_at,
+            started_at: c.started_at,
+            finished_at: c.finished_at,
+            exit_code: c.exit_code,
+            image: c.config.image.clone(),
+            image_ref: c.config.image.clone().unwrap_or_default().image,
+            reason: c.reason.clone(),
+            labels: c.config.labels.clone(),
+            annotations: c.config.annotations.clone(),
+            ..Default::default()
+        })
+    }
+
+    async fn exec_sync(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        _timeout_secs: i64,
+    ) -> Result<api::ExecSyncResponse, CriError> {
+        let state = self.log(format!("ExecSync {id} {}", cmd.join(" ")));
+        let running = state.containers.get(id);
+        if running.is_none_or(|c| c.state != ContainerState::ContainerRunning) {
+            return Err(not_found("ExecSync", "running container", id));
+        }
+        let (exit_code, stdout) = state.exec_answers.get(&cmd).cloned().unwrap_or_default();
+        Ok(api::ExecSyncResponse {
+            stdout,
+            stderr: vec![],
+            exit_code,
+        })
+    }
+
+    async fn image_status(&self, image: &str) -> Result<Option<api::Image>, CriError> {
+        let state = self.log(format!("ImageStatus {image}"));
+        Ok(state.images.contains(image).then(|| api::Image {
+            id: format!("sha256:{image}"),
+            repo_tags: vec![image.to_owned()],
+            ..Default::default()
+        }))
+    }
+
+    async fn pull_image(
+        &self,
+        image: &str,
+        _auth: Option<api::AuthConfig>,
+        _sandbox_config: Option<api::PodSandboxConfig>,
+    ) -> Result<String, CriError> {
+        let mut state = self.log(format!("PullImage {image}"));
+        if let Some(message) = state.failing_pulls.get(image) {
+            return Err(CriError::Call {
+                op: "PullImage",
+                source: tonic::Status::unknown(message.clone()),
+            });
+        }
+        state.images.insert(image.to_owned());
+        Ok(format!("sha256:{image}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox_config(name: &str) -> api::PodSandboxConfig {
+        api::PodSandboxConfig {
+            metadata: Some(api::PodSandboxMetadata {
+                name: name.into(),
+                uid: "u1".into(),
+                namespace: "default".into(),
+                attempt: 0,
+            }),
+            labels: HashMap::from([("pod".into(), name.into())]),
+            ..Default::default()
+        }
+    }
+
+    fn container_config(name: &str, image: &str) -> api::ContainerConfig {
+        api::ContainerConfig {
+            metadata: Some(api::ContainerMetadata {
+                name: name.into(),
+                attempt: 0,
+            }),
+            image: Some(api::ImageSpec {
+                image: image.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_container_runs_in_a_ready_sandbox_and_exits_when_told() {
+        let rt = FakeRuntime::default();
+        let sandbox = rt.run_pod_sandbox(sandbox_config("web"), "").await.unwrap();
+        let config = container_config("c", "busybox");
+        let missing = rt.create_container(&sandbox, config.clone(), Default::default());
+        assert!(missing.await.unwrap_err().is_not_found(), "no image yet");
+        rt.pull_image("busybox", None, None).await.unwrap();
+        let id = rt
+            .create_container(&sandbox, config, Default::default())
+            .await
+            .unwrap();
+        rt.start_container(&id).await.unwrap();
+        assert_eq!(rt.exit("c", 3), 1);
+        let status = rt.container_status(&id).await.unwrap();
+        assert_eq!(status.state, ContainerState::ContainerExited as i32);
+        assert_eq!(status.exit_code, 3);
+        let by_label = api::PodSandboxFilter {
+            label_selector: HashMap::from([("pod".into(), "web".into())]),
+            ..Default::default()
+        };
+        assert_eq!(
+            rt.list_pod_sandboxes(Some(by_label)).await.unwrap().len(),
+            1
+        );
+        rt.remove_pod_sandbox(&sandbox).await.unwrap();
+        assert!(rt.container_status(&id).await.unwrap_err().is_not_found());
+        assert_eq!(rt.count("PullImage"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failing_pull_answers_its_message() {
+        let rt = FakeRuntime::default();
+        rt.fail_pulls("nope", "pull access denied");
+        let err = rt.pull_image("nope", None, None).await.unwrap_err();
+        assert!(err.to_string().contains("pull access denied"), "{err}");
+        assert!(rt.image_status("nope").await.unwrap().is_none());
+    }
+}

@@ -1,0 +1,262 @@
+//! edged's pod workers against an in-memory runtime ([`cri::fake::FakeRuntime`]) and the real
+//! API layer over a temp store (kapi's local backend), under tokio's paused time: the
+//! kubelet's pod-worker behaviour (start, restart with back-off, pull back-off, removal)
+//! without containerd, in milliseconds.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use cri::api::ContainerState;
+use cri::fake::FakeRuntime;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use testkit::eventually;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+
+/// Virtual time: the runtime advances it whenever every task waits (on the store's threads
+/// too), so bounds are generous; what is asserted is what the clock shows.
+const WAIT: Duration = Duration::from_secs(900);
+const NODE: &str = "edge-1";
+const IMAGE: &str = "registry.local/busybox:1.36";
+
+struct Harness {
+    rt: FakeRuntime,
+    clock: clock::Clock,
+    pods: Api<Pod>,
+    shutdown: CancellationToken,
+    _store: Arc<objstore::Writer>,
+    _dir: tempfile::TempDir,
+}
+
+/// edged's supervisor running on a fake runtime, with the API and store it reads and writes.
+async fn harness() -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = objstore::Writer::open(dir.path().join("store.db"), Default::default());
+    let store = Arc::new(writer.unwrap());
+    let registry = kapi::Registry::new(apimachinery::catalog::builtins());
+    let backend =
+        kapi::local::LocalBackend::new(store.clone(), registry.clone(), Default::default());
+    backend.ensure_namespaces(&["default"]).await.unwrap();
+    let api = kapi::Api {
+        registry,
+        store: store.reader(),
+        backend,
+        version: json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0"}),
+        default_user: Some(kapi::User {
+            name: "system:admin".into(),
+            groups: vec!["system:masters".into()],
+        }),
+        authorizer: None,
+    };
+    let client = kube::Client::new(kapi::router(api), "default");
+    let clock = clock::Clock::following_tokio();
+    let rt = FakeRuntime::new(clock.as_fn());
+    rt.add_image(IMAGE);
+    let config = Config {
+        root_directory: dir.path().join("kubelet"),
+        pod_logs_directory: dir.path().join("logs"),
+        static_pod_path: std::path::PathBuf::new(),
+        ..Default::default()
+    };
+    let (_, link) = watch::channel(lwproxy::Link::Up);
+    let runtime: Arc<dyn cri::Runtime> = Arc::new(rt.clone());
+    let shared = Shared::new(
+        config,
+        NODE.into(),
+        runtime,
+        clock.clone(),
+        store.reader(),
+        client.clone(),
+        link,
+    );
+    let shutdown = CancellationToken::new();
+    tokio::spawn(supervise(Arc::new(shared), shutdown.clone()));
+    Harness {
+        rt,
+        clock,
+        pods: Api::namespaced(client, "default"),
+        shutdown,
+        _store: store,
+        _dir: dir,
+    }
+}
+
+fn pod(name: &str, image: &str, restart: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": NODE, "restartPolicy": restart, "automountServiceAccountToken": false,
+                 "containers": [{"name": "c", "image": image}]},
+    }))
+    .unwrap()
+}
+
+/// Waits for `check` on the API: each try after a virtual second. Virtual time jumps to the
+/// next timer whenever every task waits on the store's threads (a request's deadline, say), so
+/// a wait on the API is bounded by tries, not by the clock.
+async fn tries<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..300 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("not seen after 300 tries: {what}");
+}
+
+impl Harness {
+    /// The container status of `c` in pod `name` as the API holds it.
+    async fn status(&self, name: &str) -> Option<k8s_openapi::api::core::v1::ContainerStatus> {
+        let pod = self.pods.get(name).await.ok()?;
+        pod.status?.container_statuses?.into_iter().next()
+    }
+
+    fn running(&self) -> Vec<(String, u32)> {
+        let containers = self.rt.containers().into_iter();
+        let running = containers.filter(|c| c.2 == ContainerState::ContainerRunning);
+        running.map(|(name, attempt, _)| (name, attempt)).collect()
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_bound_here_gets_a_sandbox_and_a_running_container_reported_ready() {
+    let h = harness().await;
+    h.pods
+        .create(&PostParams::default(), &pod("web", IMAGE, "Always"))
+        .await
+        .unwrap();
+    eventually("the container runs", WAIT, || async {
+        h.running() == [("c".to_string(), 0)]
+    })
+    .await;
+    tries("the API shows it running and ready", || async {
+        h.status("web")
+            .await
+            .is_some_and(|s| s.ready && s.state.is_some_and(|st| st.running.is_some()))
+    })
+    .await;
+    let pod = h.pods.get("web").await.unwrap();
+    let status = pod.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    assert!(status.pod_ip.is_some_and(|ip| ip.starts_with("10.88.0.")));
+    assert_eq!(h.rt.count("RunPodSandbox"), 1);
+    assert_eq!(
+        h.rt.count("PullImage"),
+        0,
+        "IfNotPresent: the image is there"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_container_that_exits_is_restarted_after_a_growing_back_off() {
+    let h = harness().await;
+    h.pods
+        .create(&PostParams::default(), &pod("crash", IMAGE, "Always"))
+        .await
+        .unwrap();
+    eventually("the container runs", WAIT, || async {
+        h.running().len() == 1
+    })
+    .await;
+
+    let mut exits: Vec<SystemTime> = Vec::new();
+    let mut starts: Vec<SystemTime> = Vec::new();
+    for attempt in 1..=4u32 {
+        assert_eq!(h.rt.exit("c", 1), 1);
+        exits.push(h.clock.now());
+        eventually("the container runs again", WAIT, || async {
+            h.running() == [("c".to_string(), attempt)]
+        })
+        .await;
+        starts.push(h.clock.now());
+    }
+    // The kubelet's crash-loop back-off: the first restart at once, then 10 s, 20 s, 40 s.
+    for (i, min) in [0u64, 10, 20, 40].into_iter().enumerate() {
+        let waited = starts[i].duration_since(exits[i]).unwrap();
+        assert!(
+            waited >= Duration::from_secs(min),
+            "restart {i} after {waited:?}, not {min} s"
+        );
+    }
+    tries("the API counts the restarts", || async {
+        h.status("crash")
+            .await
+            .is_some_and(|s| s.restart_count == 4)
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_pull_is_reported_and_retried_with_a_back_off() {
+    let h = harness().await;
+    h.rt.fail_pulls("registry.local/missing:1", "pull access denied");
+    h.pods
+        .create(
+            &PostParams::default(),
+            &pod("nopull", "registry.local/missing:1", "Always"),
+        )
+        .await
+        .unwrap();
+    tries("the API shows the pull failing", || async {
+        let waiting = h.status("nopull").await.and_then(|s| s.state?.waiting);
+        waiting.is_some_and(|w| {
+            matches!(
+                w.reason.as_deref(),
+                Some("ErrImagePull" | "ImagePullBackOff")
+            ) && w.message.is_some_and(|m| m.contains("pull access denied"))
+        })
+    })
+    .await;
+    let first = h.clock.now();
+    eventually("the pull is tried again", WAIT, || async {
+        h.rt.count("PullImage") >= 2
+    })
+    .await;
+    assert!(h.clock.now().duration_since(first).unwrap() >= Duration::from_secs(5));
+    h.rt.add_image("registry.local/missing:1");
+    eventually(
+        "the container runs once the image is there",
+        WAIT,
+        || async { h.running().len() == 1 },
+    )
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_pod_has_its_containers_stopped_and_its_sandbox_removed() {
+    let h = harness().await;
+    h.pods
+        .create(&PostParams::default(), &pod("gone", IMAGE, "Always"))
+        .await
+        .unwrap();
+    eventually("the container runs", WAIT, || async {
+        h.running().len() == 1
+    })
+    .await;
+    h.pods
+        .delete("gone", &DeleteParams::default())
+        .await
+        .unwrap();
+    tries("the pod is removed from the API", || async {
+        h.pods.get_opt("gone").await.unwrap().is_none()
+    })
+    .await;
+    eventually("nothing of it is left in the runtime", WAIT, || async {
+        h.rt.containers().is_empty() && h.rt.count("RemovePodSandbox") == 1
+    })
+    .await;
+    assert!(h.rt.count("StopContainer") >= 1);
+}
