@@ -38,6 +38,7 @@ mod health;
 mod manager;
 mod negotiate;
 mod openapi;
+mod order;
 mod path;
 mod query;
 mod read;
