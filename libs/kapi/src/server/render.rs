@@ -85,10 +85,12 @@ pub(crate) fn object_json(
 ) -> Result<Bytes, ApiError> {
     let raw = &obj.value;
     let compact = !raw.iter().any(|b| *b == b'\n' || *b == b'\r');
-    if compact && resource_version.is_none() && !needs_conversion(info, raw) {
-        if let Some(ordered) = order::object(raw, &info.kind, &info.api_version()) {
-            return Ok(Bytes::from(ordered));
-        }
+    if compact
+        && resource_version.is_none()
+        && !needs_conversion(info, raw)
+        && let Some(ordered) = order::object(raw, &info.kind, &info.api_version())
+    {
+        return Ok(Bytes::from(ordered));
     }
     let value = object_value(info, obj, resource_version)?;
     Ok(Bytes::from(order::value(&value)))

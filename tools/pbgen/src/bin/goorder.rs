@@ -27,9 +27,12 @@ struct Field {
     map: bool,
 }
 
+/// A field of a hand-listed type: its JSON name and the type of its value.
+type ExtraField = (&'static str, Option<&'static str>);
+
 /// Types the protobuf files do not hold (kube serves them as JSON only), in Go order:
 /// (type, [(field, type of its value, map)]).
-const EXTRA: &[(&str, &[(&str, Option<&str>)])] = &[
+const EXTRA: &[(&str, &[ExtraField])] = &[
     (
         "apimachinery::pkg::apis::meta::v1::Table",
         &[
