@@ -12,3 +12,4 @@ CARGO_TARGET_DIR=${PBGEN_TARGET:-target} cargo run -q -p pbgen -- "$openapi" "$p
 rustfmt --edition 2024 libs/kpb/src/generated.rs 2>/dev/null || true
 grep -c '^skipped' target/pbgen.log || true
 echo "report: target/pbgen.log"
+CARGO_TARGET_DIR=${PBGEN_TARGET:-target} cargo run -q -p pbgen --bin goorder -- "$pb" libs/kapi/src/server/order/table.rs

@@ -36,8 +36,10 @@ mod discovery;
 mod error;
 mod health;
 mod manager;
+mod metrics;
 mod negotiate;
 mod openapi;
+mod order;
 mod path;
 mod query;
 mod read;
@@ -72,6 +74,13 @@ pub fn router(api: Api) -> Router {
     Router::new().fallback(handle).with_state(api)
 }
 
+/// [`router`] that also keeps kube-apiserver's request, watch and storage metrics and serves
+/// them at `/metrics` (to whom the authorizer lets `get` that non-resource URL).
+pub fn metered_router(api: Api) -> Router {
+    let metrics: metrics::Shared = Arc::new(metrics::Metrics::new());
+    router(api).layer(axum::Extension(metrics))
+}
+
 /// Whether a request for `uri` is a watch (`?watch=true`, or under the legacy `/watch/` prefix).
 pub(crate) fn is_watch(uri: &axum::http::Uri) -> bool {
     let legacy = matches!(path::parse(uri.path()), Ok(Route::Resource(raw)) if raw.watch_prefix);
@@ -96,6 +105,46 @@ pub(crate) struct Target {
 }
 
 async fn handle(State(api): State<Api>, req: Request) -> Response {
+    let Some(metrics) = req.extensions().get::<metrics::Shared>().cloned() else {
+        return answer(api, req).await;
+    };
+    let info = metrics::RequestInfo::of(&req);
+    let kind = info
+        .is_watch()
+        .then(|| watched_kind(&api, req.uri().path()))
+        .flatten();
+    let _inflight = metrics.start(&info);
+    let started = std::time::Instant::now();
+    let resp = if req.uri().path() == "/metrics" {
+        serve_metrics(&api, &metrics, req).await
+    } else {
+        answer(api, req).await
+    };
+    metrics.finish(&info, kind, started.elapsed(), resp)
+}
+
+/// The kind a watch path names, if it resolves.
+fn watched_kind(api: &Api, path: &str) -> Option<String> {
+    let Ok(Route::Resource(raw)) = path::parse(path) else {
+        return None;
+    };
+    let target = path::resolve(&api.registry, raw).ok()?;
+    Some(target.info.kind.clone())
+}
+
+/// `GET /metrics`, for whom the authorizer lets read it.
+async fn serve_metrics(api: &Api, metrics: &metrics::Metrics, req: Request) -> Response {
+    let (parts, _) = req.into_parts();
+    if let Err(e) = authorize_non_resource(api, &parts).await {
+        return error_response(e);
+    }
+    if let Err(e) = only_get(&parts.method, "metrics") {
+        return error_response(e);
+    }
+    metrics.render(&api.store).await
+}
+
+async fn answer(api: Api, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     // An anonymous caller (group `system:unauthenticated`) has not authenticated its connection.
     let has_user = parts

@@ -152,7 +152,7 @@ impl ApiServer {
             tls: Arc::new(tls),
             api: api.clone(),
             address,
-            app: serve::authenticated(kapi::router(api), authenticator),
+            app: serve::authenticated(kapi::metered_router(api), authenticator),
         };
         let handle = Handle {
             addr,

@@ -74,7 +74,7 @@ pub(crate) async fn get(
     Ok(render::bytes_response(
         StatusCode::OK,
         output.media_type(),
-        body,
+        render::body_of(output, body),
     ))
 }
 
@@ -135,7 +135,7 @@ pub(crate) async fn list(
     Ok(render::bytes_response(
         StatusCode::OK,
         output.media_type(),
-        body,
+        render::body_of(output, body),
     ))
 }
 

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::negotiate::Output;
+use super::order;
 
 pub(crate) const JSON: &str = "application/json";
 
@@ -42,11 +43,23 @@ pub(crate) struct Page<'a> {
     pub(crate) continue_token: Option<String>,
 }
 
-/// `application/json` response of `value`.
+/// `application/json` response of `value`, in Go field order and ending in a newline (as
+/// Go's `json.Encoder` writes every body).
 pub(crate) fn json_response(code: StatusCode, value: &Value) -> Response {
-    // A `Value` always serializes.
-    let body = serde_json::to_vec(value).expect("a JSON value serializes");
+    let mut body = order::value(value);
+    body.push(b'\n');
     bytes_response(code, JSON, Bytes::from(body))
+}
+
+/// A whole response body in `output`'s form: a JSON one ends in a newline.
+pub(crate) fn body_of(output: Output, body: Bytes) -> Bytes {
+    if output == Output::Protobuf {
+        return body;
+    }
+    let mut with = BytesMut::with_capacity(body.len() + 1);
+    with.put_slice(&body);
+    with.put_u8(b'\n');
+    with.freeze()
 }
 
 pub(crate) fn bytes_response(code: StatusCode, content_type: &str, body: Bytes) -> Response {
@@ -61,9 +74,10 @@ pub(crate) fn body_response(code: StatusCode, content_type: &str, body: Body) ->
     resp
 }
 
-/// One stored object as compact JSON with `kind` and `apiVersion` of the served version, and
-/// `metadata.resourceVersion` set to `resource_version` when given (deletions). The stored
-/// bytes are returned as they are when nothing needs changing.
+/// One stored object as compact JSON in Go field order ([`order`]) with `kind` and
+/// `apiVersion` of the served version, and `metadata.resourceVersion` set to
+/// `resource_version` when given (deletions). The stored text is reordered without being
+/// decoded unless it needs more than that (another version's, or not compact).
 pub(crate) fn object_json(
     info: &ResourceInfo,
     obj: &StoredObject,
@@ -71,14 +85,15 @@ pub(crate) fn object_json(
 ) -> Result<Bytes, ApiError> {
     let raw = &obj.value;
     let compact = !raw.iter().any(|b| *b == b'\n' || *b == b'\r');
-    if compact && is_right(info, raw, resource_version) {
-        return Ok(raw.clone());
+    if compact
+        && resource_version.is_none()
+        && !needs_conversion(info, raw)
+        && let Some(ordered) = order::object(raw, &info.kind, &info.api_version())
+    {
+        return Ok(Bytes::from(ordered));
     }
     let value = object_value(info, obj, resource_version)?;
-    // A `Value` always serializes.
-    Ok(Bytes::from(
-        serde_json::to_vec(&value).expect("a JSON value serializes"),
-    ))
+    Ok(Bytes::from(order::value(&value)))
 }
 
 /// One stored object as a JSON value, with the same fixes as [`object_json`].
@@ -127,11 +142,7 @@ pub(crate) fn json_list_body(
     resource_version: u64,
     continue_token: Option<&str>,
 ) -> Body {
-    let head = to_bytes(&json!({
-        "kind": info.list_kind,
-        "apiVersion": info.api_version(),
-        "metadata": list_meta(resource_version, continue_token),
-    }));
+    let head = list_head(info, &list_meta(resource_version, continue_token));
     let mut first = BytesMut::with_capacity(head.len() + 16);
     // `head` is a JSON object: drop its closing brace and open the items.
     first.put_slice(&head[..head.len() - 1]);
@@ -158,7 +169,7 @@ pub(crate) fn json_list_body(
                 return Some(frame.freeze());
             }
         }
-        frame.put_slice(b"]}");
+        frame.put_slice(b"]}\n");
         Some(frame.freeze())
     });
     let frames = frames.map(Ok::<_, std::convert::Infallible>);
@@ -329,9 +340,34 @@ pub(crate) fn bookmark(info: &ResourceInfo, resource_version: u64, initial_end: 
     }))
 }
 
+/// A `Value` as compact JSON in Go field order.
 pub(crate) fn to_bytes(value: &Value) -> Bytes {
-    // A `Value` always serializes.
-    Bytes::from(serde_json::to_vec(value).expect("a JSON value serializes"))
+    Bytes::from(order::value(value))
+}
+
+/// `{"kind":..,"apiVersion":..,"metadata":..}` of a list (to have its items appended).
+fn list_head(info: &ResourceInfo, meta: &Value) -> Bytes {
+    to_bytes(&json!({
+        "kind": info.list_kind,
+        "apiVersion": info.api_version(),
+        "metadata": meta,
+    }))
+}
+
+/// The `PartialObjectMetadata` form of a write's answer: an object becomes its metadata, a
+/// list its `PartialObjectMetadataList`; a `Status` stays as it is.
+pub(crate) fn metadata_form(value: &Value) -> Value {
+    let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+    match value.get("items").and_then(Value::as_array) {
+        _ if kind == "Status" => value.clone(),
+        Some(items) if kind.ends_with("List") => json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": value.get("metadata").cloned().unwrap_or_else(|| json!({})),
+            "items": items.iter().map(partial).collect::<Vec<_>>(),
+        }),
+        _ => partial(value),
+    }
 }
 
 /// `PartialObjectMetadata` of an object.
@@ -353,12 +389,7 @@ fn list_meta(resource_version: u64, continue_token: Option<&str>) -> Value {
 
 /// `{"kind":..,"apiVersion":..,"metadata":..,"items":[..]}` with the items spliced in.
 fn json_list(info: &ResourceInfo, page: &Page<'_>, meta: &Value) -> Result<Bytes, ApiError> {
-    let head = json!({
-        "kind": info.list_kind,
-        "apiVersion": info.api_version(),
-        "metadata": meta,
-    });
-    let head = to_bytes(&head);
+    let head = list_head(info, meta);
     let items = listable(page.items, |o| object_json(info, o, None));
     let size = head.len() + items.iter().map(|i| i.len() + 1).sum::<usize>() + 16;
     let mut out = BytesMut::with_capacity(size);
@@ -394,34 +425,20 @@ fn listable<T>(
     rendered
 }
 
-/// True when the stored JSON already has the served kind, apiVersion and (when asked) the
-/// resourceVersion.
-fn is_right(info: &ResourceInfo, raw: &[u8], resource_version: Option<u64>) -> bool {
+/// True when the stored JSON is of a kind kept in several versions and not in the served
+/// one (so it is converted).
+fn needs_conversion(info: &ResourceInfo, raw: &[u8]) -> bool {
     #[derive(Deserialize)]
     struct Peek<'a> {
-        #[serde(borrow, default)]
-        kind: Option<Cow<'a, str>>,
         #[serde(rename = "apiVersion", borrow, default)]
         api_version: Option<Cow<'a, str>>,
-        #[serde(borrow, default)]
-        metadata: Option<PeekMeta<'a>>,
     }
-    #[derive(Deserialize)]
-    struct PeekMeta<'a> {
-        #[serde(rename = "resourceVersion", borrow, default)]
-        resource_version: Option<Cow<'a, str>>,
-    }
-    let Ok(peek) = serde_json::from_slice::<Peek<'_>>(raw) else {
+    if !apimachinery::convert::has_versions(&info.group, &info.kind) {
         return false;
-    };
-    let rv_right = resource_version.is_none_or(|want| {
-        peek.metadata
-            .and_then(|m| m.resource_version)
-            .is_some_and(|have| have == want.to_string().as_str())
-    });
-    rv_right
-        && peek.kind.as_deref() == Some(info.kind.as_str())
-        && peek.api_version.as_deref() == Some(info.api_version().as_str())
+    }
+    serde_json::from_slice::<Peek<'_>>(raw).map_or(true, |p| {
+        p.api_version.as_deref() != Some(info.api_version().as_str())
+    })
 }
 
 /// Seconds since the Unix epoch (for table ages).

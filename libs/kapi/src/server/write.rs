@@ -183,7 +183,11 @@ impl Write<'_> {
         Ok(self.respond(StatusCode::OK, &list))
     }
 
+    /// The answer in the negotiated form (`as=PartialObjectMetadata` applies to writes too).
     fn respond(&self, code: StatusCode, value: &Value) -> Response {
+        if self.output == Output::Metadata {
+            return render::value_response(self.output, code, &render::metadata_form(value));
+        }
         render::value_response(self.output, code, value)
     }
 
