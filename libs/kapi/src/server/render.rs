@@ -71,7 +71,7 @@ pub(crate) fn object_json(
 ) -> Result<Bytes, ApiError> {
     let raw = &obj.value;
     let compact = !raw.iter().any(|b| *b == b'\n' || *b == b'\r');
-    if compact && is_right(info, raw, resource_version) {
+    if compact && !defaults_on_read(info) && is_right(info, raw, resource_version) {
         return Ok(raw.clone());
     }
     let value = object_value(info, obj, resource_version)?;
@@ -100,6 +100,10 @@ pub(crate) fn object_value(
     if apimachinery::convert::has_versions(&info.group, &info.kind) {
         // Stored in either version: shown in the one asked for.
         apimachinery::convert::to_version(&info.group, &info.version, &mut value);
+    }
+    if let Some(schema) = info.schema.as_deref().filter(|_| defaults_on_read(info)) {
+        // kube-apiserver defaults custom resources read from storage too.
+        schema.default(&mut value);
     }
     let map = value.as_object_mut().expect("checked to be an object");
     map.insert("kind".to_owned(), Value::String(info.kind.clone()));
@@ -422,6 +426,12 @@ fn is_right(info: &ResourceInfo, raw: &[u8], resource_version: Option<u64>) -> b
     rv_right
         && peek.kind.as_deref() == Some(info.kind.as_str())
         && peek.api_version.as_deref() == Some(info.api_version().as_str())
+}
+
+/// True for a custom resource whose schema has defaults: its stored objects get them when
+/// read (a default added to the CRD after they were written).
+fn defaults_on_read(info: &ResourceInfo) -> bool {
+    info.schema.as_deref().is_some_and(|s| s.has_defaults())
 }
 
 /// Seconds since the Unix epoch (for table ages).
