@@ -101,8 +101,8 @@ pub(crate) fn validate_root(root: &Node, obj: &Value, old: Option<&Value>) -> Ve
 
 fn compile_rule(raw: &Value, at: &str, errors: &mut Vec<FieldError>) -> Option<Rule> {
     let field = |key: &str| child(at, key);
-    let source = raw.get("rule").and_then(Value::as_str).unwrap_or("").trim();
-    if source.is_empty() {
+    let source = raw.get("rule").and_then(Value::as_str).unwrap_or("");
+    if source.trim().is_empty() {
         errors.push(FieldError::new(&field("rule"), ErrorKind::Required, ""));
         return None;
     }
