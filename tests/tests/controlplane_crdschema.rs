@@ -1,8 +1,9 @@
 //! CustomResourceDefinition schemas enforced by the embedded control plane, driven with the
 //! machine's kubectl: a custom resource of the wrong type or too short a name is refused with
 //! a 422 naming the field, defaults appear, unknown fields are pruned, an
-//! `x-kubernetes-validations` rule refuses what it does not hold for, and a CRD whose rule
-//! does not compile is refused.
+//! `x-kubernetes-validations` rule refuses what it does not hold for (on create, patch and
+//! server-side apply), a CRD whose rule does not compile is refused, and a default added to
+//! the CRD later is set on objects read from storage.
 
 use std::path::Path;
 use std::process::Output;
@@ -47,7 +48,9 @@ fn crd(rule: &str) -> String {
 }
 
 fn widget(spec: &str) -> String {
-    format!("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: default\nspec:\n{spec}")
+    format!(
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: default\nspec:\n{spec}"
+    )
 }
 
 fn apply(kubeconfig: &Path, yaml: &str, extra: &[&str]) -> Output {
@@ -105,12 +108,28 @@ async fn kubectl_writes_of_custom_resources_follow_the_crd_schema() {
     let json = e2e::kubectl_ok(&kc, &["get", "widget/w", "-o", "json"]);
     let w: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(w["spec"]["mode"], "fast", "the default is set: {w}");
-    assert!(w["spec"].get("color").is_none(), "the unknown field is pruned: {w}");
+    assert!(
+        w["spec"].get("color").is_none(),
+        "the unknown field is pruned: {w}"
+    );
     assert_eq!(w["spec"]["replicas"], 2);
 
     let patch = r#"{"spec": {"min": 9}}"#;
     let out = e2e::kubectl(&kc, &["patch", "widget/w", "--type=merge", "-p", patch]);
     assert!(!out.status.success(), "an update is held to the rule too");
     assert!(stderr(&out).contains("failed rule"), "{}", stderr(&out));
+
+    let w2 = widget("  replicas: two\n").replace("name: w\n", "name: w2\n");
+    let out = apply(&kc, &w2, &["--server-side"]);
+    assert!(!out.status.success(), "server-side apply is validated too");
+    assert!(stderr(&out).contains("spec.replicas"), "{}", stderr(&out));
+
+    // A default added to the CRD later shows on objects read from storage.
+    let tier = "              tier: {type: string, default: gold}\n";
+    let out = apply(&kc, &format!("{}{tier}", crd("self.min <= self.max")), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json = e2e::kubectl_ok(&kc, &["get", "widget/w", "-o", "json"]);
+    let w: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(w["spec"]["tier"], "gold", "defaulted on read: {w}");
     cloud.stop().await;
 }
