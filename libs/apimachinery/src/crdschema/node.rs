@@ -282,11 +282,23 @@ fn compile_children(
         }
         None => {}
     }
+    let node_is_int_or_string = node.int_or_string;
     for (key, list) in [
         ("allOf", &mut node.all_of),
         ("anyOf", &mut node.any_of),
         ("oneOf", &mut node.one_of),
     ] {
+        let spelled = |raw: &Value| {
+            // kube's one exception: an int-or-string may spell out its two types.
+            node_is_int_or_string
+                && match key {
+                    "anyOf" => int_or_string_pair(map.get(key).unwrap_or(&Value::Null)),
+                    "allOf" => raw.as_object().is_some_and(|o| {
+                        o.len() == 1 && o.get("anyOf").is_some_and(int_or_string_pair)
+                    }),
+                    _ => false,
+                }
+        };
         for (i, raw) in map
             .get(key)
             .and_then(Value::as_array)
@@ -294,6 +306,9 @@ fn compile_children(
             .flatten()
             .enumerate()
         {
+            if spelled(raw) {
+                continue;
+            }
             let at = super::child(path, &format!("{key}[{i}]"));
             list.push(compile(raw, &at, Place::Junctor, errors));
         }
@@ -431,6 +446,24 @@ fn compile_list_type(
         let why = "must be empty if x-kubernetes-list-type is not map";
         errors.push(FieldError::new(&keys_at, ErrorKind::Forbidden, why));
     }
+}
+
+/// `[{type: integer}, {type: string}]`, in either order.
+fn int_or_string_pair(list: &Value) -> bool {
+    let Some(items) = list.as_array() else {
+        return false;
+    };
+    let types: Vec<&str> = items
+        .iter()
+        .filter_map(Value::as_object)
+        .filter(|o| o.len() == 1)
+        .filter_map(|o| o.get("type")?.as_str())
+        .collect();
+    items.len() == 2
+        && matches!(
+            types.as_slice(),
+            ["integer", "string"] | ["string", "integer"]
+        )
 }
 
 /// A default must be valid for its own node (kube refuses the CRD otherwise).

@@ -182,7 +182,10 @@ fn maps_follow_additional_properties_and_property_counts() {
 
 #[test]
 fn int_or_string_takes_either_and_nothing_else() {
-    let s = spec_of(json!({"port": {"x-kubernetes-int-or-string": true}}));
+    let spelled = json!({"x-kubernetes-int-or-string": true,
+        "anyOf": [{"type": "integer"}, {"type": "string"}]});
+    let s = spec_of(json!({"port": {"x-kubernetes-int-or-string": true}, "p2": spelled}));
+    assert!(errors(&s, json!({"spec": {"p2": "http"}})).is_empty());
     assert!(errors(&s, json!({"spec": {"port": 80}})).is_empty());
     assert!(errors(&s, json!({"spec": {"port": "http"}})).is_empty());
     let got = errors(&s, json!({"spec": {"port": true}}));
