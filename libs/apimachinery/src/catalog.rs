@@ -33,6 +33,8 @@ pub struct ResourceInfo {
     /// A custom resource's structural schema (its version's `openAPIV3Schema`): server-side
     /// apply reads its list and map types from it.
     pub structure: Option<std::sync::Arc<Value>>,
+    /// The same schema compiled once, for validation, defaulting and pruning.
+    pub schema: Option<std::sync::Arc<crate::crdschema::Schema>>,
 }
 
 /// A printer column (as in a CRD's `additionalPrinterColumns`).
@@ -104,6 +106,7 @@ impl ResourceInfo {
             columns: vec![Column::name(), Column::age()],
             custom: false,
             structure: None,
+            schema: None,
         }
     }
 

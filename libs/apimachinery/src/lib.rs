@@ -10,6 +10,7 @@ pub mod alloc;
 pub mod catalog;
 pub mod configdata;
 pub mod convert;
+pub mod crdschema;
 pub mod defaults;
 pub mod fields;
 pub mod forward;

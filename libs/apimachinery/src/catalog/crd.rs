@@ -94,6 +94,14 @@ fn resource(
         .pointer("/schema/openAPIV3Schema")
         .cloned()
         .map(std::sync::Arc::new);
+    // Compiled once here, where the served version is made. A schema that does not compile
+    // (a CRD stored before schemas were checked) leaves the version unvalidated; writes of
+    // CRDs are refused such schemas before they are stored.
+    info.schema = info
+        .structure
+        .as_deref()
+        .and_then(|raw| crate::crdschema::Schema::compile(raw).ok())
+        .map(std::sync::Arc::new);
     Ok(info)
 }
 

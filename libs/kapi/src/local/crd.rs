@@ -6,6 +6,7 @@
 //! custom object is only created while its CRD is there and not terminating.
 
 use apimachinery::catalog::from_crd;
+use apimachinery::crdschema::{self, FieldError, Part, Schema};
 use apimachinery::time::now_rfc3339;
 use apimachinery::{ApiError, ResourceInfo};
 use objstore::{ListOptions, ObjKey, Store, StoreError, StoredObject};
@@ -100,6 +101,28 @@ impl Strategy for CustomResources {
         Some(key(&format!("{}.{}", info.plural, info.group)))
     }
 
+    /// Prunes the fields the version's schema does not know and sets its defaults.
+    fn canonicalize(&self, target: &Target, obj: &mut Value) -> Result<(), ApiError> {
+        if let Some(schema) = target.info.schema.as_deref() {
+            schema.prune(obj);
+            schema.default(obj);
+        }
+        Ok(())
+    }
+
+    fn prepare_create(&self, target: &Target, obj: &mut Value) -> Result<(), ApiError> {
+        check_schema(target, obj, None)
+    }
+
+    fn validate_update(
+        &self,
+        target: &Target,
+        current: &Value,
+        next: &Value,
+    ) -> Result<(), ApiError> {
+        check_schema(target, next, Some(current))
+    }
+
     /// Refuses a custom object whose CRD is gone (404) or terminating (405).
     fn check_parent(&self, crd: Option<&StoredObject>) -> Result<(), ApiError> {
         let Some(crd) = crd else {
@@ -116,6 +139,53 @@ impl Strategy for CustomResources {
 
 // === helpers ===
 
+/// Refuses (422) a custom object its version's schema does not admit; `current` is the
+/// stored object of an update. A `status` write answers for the status only.
+fn check_schema(target: &Target, obj: &Value, current: Option<&Value>) -> Result<(), ApiError> {
+    let Some(schema) = target.info.schema.as_deref() else {
+        return Ok(());
+    };
+    let part = match target.owner.subresource.as_deref() {
+        Some("status") => Part::Status,
+        _ => Part::Whole,
+    };
+    let errors = schema.validate(obj, current, part);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let info = &target.info;
+    Err(crdschema::invalid(
+        &info.group,
+        &info.kind,
+        meta::name(obj),
+        &errors,
+    ))
+}
+
+/// The errors of every version's `openAPIV3Schema` (not structural, a pattern or CEL rule
+/// that does not compile), with their paths in the CRD.
+fn schema_errors(obj: &Value) -> Vec<FieldError> {
+    let versions = obj.pointer("/spec/versions").and_then(Value::as_array);
+    let mut errors = Vec::new();
+    for (i, version) in versions.into_iter().flatten().enumerate() {
+        let Some(raw) = version.pointer("/schema/openAPIV3Schema") else {
+            continue;
+        };
+        let base = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        if let Err(found) = Schema::compile(raw) {
+            errors.extend(found.into_iter().map(|mut e| {
+                e.field = if e.field.is_empty() {
+                    base.clone()
+                } else {
+                    format!("{base}.{}", e.field)
+                };
+                e
+            }));
+        }
+    }
+    errors
+}
+
 /// Validates a CRD about to be stored (422) and sets its status; `previous` is the stored
 /// CRD of an update.
 fn prepare(registry: &Registry, obj: &mut Value, previous: Option<&Value>) -> Result<(), ApiError> {
@@ -123,6 +193,10 @@ fn prepare(registry: &Registry, obj: &mut Value, previous: Option<&Value>) -> Re
     let invalid =
         |field: &str, why: String| ApiError::invalid(GROUP, KIND, &name, &[(field, &why)]);
     let resources = from_crd(obj).map_err(|e| invalid("spec", e.0))?;
+    let errors = schema_errors(obj);
+    if !errors.is_empty() {
+        return Err(crdschema::invalid(GROUP, KIND, &name, &errors));
+    }
     let group = obj
         .pointer("/spec/group")
         .and_then(Value::as_str)

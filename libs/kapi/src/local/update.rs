@@ -227,6 +227,7 @@ pub(super) fn commit(
 ) -> Result<(Mutation, Value), ApiError> {
     let kind = strategy::of(&target.info);
     kind.canonicalize(target, &mut next)?;
+    kind.validate_update(target, current, &next)?;
     validate::check_metadata(&target.info, &next)?;
     check_new_finalizers(target, current, &next)?;
     if part == Part::Main && kind.tracks_generation() {

@@ -103,6 +103,17 @@ pub(super) trait Strategy: Send + Sync {
         Ok(())
     }
 
+    /// ValidateUpdate: refuses an update, patch, apply or subresource write of `current`
+    /// into `next` (after [`Strategy::canonicalize`]) that the kind cannot store.
+    fn validate_update(
+        &self,
+        _target: &Target,
+        _current: &Value,
+        _next: &Value,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
     /// Mutating admission of a create, with reads of the store (a pod's service account and
     /// priority class); runs after [`Strategy::prepare_create`], before the transaction.
     async fn admit(

@@ -87,6 +87,7 @@ pub(crate) fn object_json(
     let compact = !raw.iter().any(|b| *b == b'\n' || *b == b'\r');
     if compact
         && resource_version.is_none()
+        && !defaults_on_read(info)
         && !needs_conversion(info, raw)
         && let Some(ordered) = order::object(raw, &info.kind, &info.api_version())
     {
@@ -115,6 +116,10 @@ pub(crate) fn object_value(
     if apimachinery::convert::has_versions(&info.group, &info.kind) {
         // Stored in either version: shown in the one asked for.
         apimachinery::convert::to_version(&info.group, &info.version, &mut value);
+    }
+    if let Some(schema) = info.schema.as_deref().filter(|_| defaults_on_read(info)) {
+        // kube-apiserver defaults custom resources read from storage too.
+        schema.default(&mut value);
     }
     let map = value.as_object_mut().expect("checked to be an object");
     map.insert("kind".to_owned(), Value::String(info.kind.clone()));
@@ -439,6 +444,12 @@ fn needs_conversion(info: &ResourceInfo, raw: &[u8]) -> bool {
     serde_json::from_slice::<Peek<'_>>(raw).map_or(true, |p| {
         p.api_version.as_deref() != Some(info.api_version().as_str())
     })
+}
+
+/// True for a custom resource whose schema has defaults: its stored objects get them when
+/// read (a default added to the CRD after they were written).
+fn defaults_on_read(info: &ResourceInfo) -> bool {
+    info.schema.as_deref().is_some_and(|s| s.has_defaults())
 }
 
 /// Seconds since the Unix epoch (for table ages).

@@ -3,6 +3,7 @@
 
 mod admission;
 mod crds;
+mod crdschema;
 mod create;
 mod delete;
 mod layering;
