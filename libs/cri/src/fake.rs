@@ -30,7 +30,7 @@ struct State {
     images: BTreeSet<String>,
     failing_pulls: BTreeMap<String, String>,
     exec_answers: HashMap<Vec<String>, (i32, Vec<u8>)>,
-    calls: Vec<String>,
+    calls: Vec<(String, i64)>,
 }
 
 struct Sandbox {
@@ -81,8 +81,9 @@ impl FakeRuntime {
     }
 
     fn log(&self, call: String) -> MutexGuard<'_, State> {
+        let now = self.now();
         let mut state = self.state();
-        state.calls.push(call);
+        state.calls.push((call, now));
         state
     }
 
@@ -128,17 +129,23 @@ impl FakeRuntime {
 
     /// The calls made so far, as `Op arg`.
     pub fn calls(&self) -> Vec<String> {
-        self.state().calls.clone()
+        self.state().calls.iter().map(|c| c.0.clone()).collect()
     }
 
     /// How many calls of `op` were made.
     pub fn count(&self, op: &str) -> usize {
+        self.times(op).len()
+    }
+
+    /// When each call of `op` was made, by the runtime's clock.
+    pub fn times(&self, op: &str) -> Vec<SystemTime> {
         let prefix = format!("{op} ");
         let calls = &self.state().calls;
-        calls
+        let of_op = calls
             .iter()
-            .filter(|c| c.starts_with(&prefix) || *c == op)
-            .count()
+            .filter(|c| c.0.starts_with(&prefix) || c.0 == op);
+        let at = |nanos: i64| UNIX_EPOCH + std::time::Duration::from_nanos(nanos.max(0) as u64);
+        of_op.map(|c| at(c.1)).collect()
     }
 
     /// `(name, attempt, state)` of every container, in creation order.

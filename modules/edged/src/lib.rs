@@ -23,6 +23,7 @@ mod runtime;
 mod spec;
 mod statics;
 mod status;
+mod statuses;
 mod tokens;
 mod volumes;
 mod worker;
@@ -68,6 +69,7 @@ pub(crate) struct Shared {
     events: events::Events,
     sink: events::Sink,
     statics: statics::Statics,
+    statuses: statuses::Statuses,
 }
 
 // === impl Edged ===
@@ -194,6 +196,7 @@ impl Shared {
             events,
             sink,
             statics: statics::Statics::default(),
+            statuses: statuses::Statuses::default(),
         }
     }
 
@@ -244,6 +247,12 @@ impl Shared {
 
 /// Follows the store's pods and the runtime's state until shutdown.
 async fn supervise(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(), EdgedError> {
+    let writer = shared.clone();
+    let stop = shutdown.clone();
+    shared.tasks.spawn(async move {
+        let client = writer.client.clone();
+        writer.statuses.run(client, stop).await;
+    });
     let listed = shared
         .store
         .list(ListOptions {

@@ -25,6 +25,8 @@ const IMAGE: &str = "registry.local/busybox:1.36";
 
 struct Harness {
     rt: FakeRuntime,
+    /// While false, status writes to the API hang (a half-open link).
+    statuses_flow: watch::Sender<bool>,
     clock: clock::Clock,
     pods: Api<Pod>,
     shutdown: CancellationToken,
@@ -52,7 +54,20 @@ async fn harness() -> Harness {
         }),
         authorizer: None,
     };
-    let client = kube::Client::new(kapi::router(api), "default");
+    let (statuses_flow, gate) = watch::channel(true);
+    let router = kapi::router(api).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let mut gate = gate.clone();
+            async move {
+                if req.uri().path().ends_with("/status") {
+                    // Closed: the write waits as long as the gate stays closed.
+                    let _ = gate.wait_for(|open| *open).await;
+                }
+                next.run(req).await
+            }
+        },
+    ));
+    let client = kube::Client::new(router, "default");
     let clock = clock::Clock::following_tokio();
     let rt = FakeRuntime::new(clock.as_fn());
     rt.add_image(IMAGE);
@@ -77,6 +92,7 @@ async fn harness() -> Harness {
     tokio::spawn(supervise(Arc::new(shared), shutdown.clone()));
     Harness {
         rt,
+        statuses_flow,
         clock,
         pods: Api::namespaced(client, "default"),
         shutdown,
@@ -94,21 +110,22 @@ fn pod(name: &str, image: &str, restart: &str) -> Pod {
     .unwrap()
 }
 
-/// Waits for `check` on the API: each try after a virtual second. Virtual time jumps to the
-/// next timer whenever every task waits on the store's threads (a request's deadline, say), so
-/// a wait on the API is bounded by tries, not by the clock.
+/// Waits for `check` on the API, a virtual second between tries, for at most 30 real
+/// seconds. Virtual time jumps to the next timer whenever every task waits on the store's
+/// threads, so a wait on the API is bounded by the real clock, not the virtual one.
 async fn tries<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    for _ in 0..300 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
         if check().await {
             return;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    panic!("not seen after 300 tries: {what}");
+    panic!("not seen within 30 s: {what}");
 }
 
 impl Harness {
@@ -220,12 +237,16 @@ async fn a_failing_pull_is_reported_and_retried_with_a_back_off() {
         })
     })
     .await;
-    let first = h.clock.now();
     eventually("the pull is tried again", WAIT, || async {
         h.rt.count("PullImage") >= 2
     })
     .await;
-    assert!(h.clock.now().duration_since(first).unwrap() >= Duration::from_secs(5));
+    let pulls = h.rt.times("PullImage");
+    let waited = pulls[1].duration_since(pulls[0]).unwrap();
+    assert!(
+        waited >= Duration::from_secs(10),
+        "the second pull {waited:?} after the first"
+    );
     h.rt.add_image("registry.local/missing:1");
     eventually(
         "the container runs once the image is there",
@@ -259,4 +280,38 @@ async fn a_deleted_pod_has_its_containers_stopped_and_its_sandbox_removed() {
     })
     .await;
     assert!(h.rt.count("StopContainer") >= 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_status_write_that_hangs_does_not_hold_back_a_restart() {
+    let h = harness().await;
+    h.pods
+        .create(&PostParams::default(), &pod("stuck", IMAGE, "Always"))
+        .await
+        .unwrap();
+    tries("the API shows it running", || async {
+        h.status("stuck")
+            .await
+            .is_some_and(|s| s.state.is_some_and(|st| st.running.is_some()))
+    })
+    .await;
+
+    // The link goes half-open: status writes get no answer. The container crashes twice.
+    h.statuses_flow.send_replace(false);
+    for attempt in 1..=2u32 {
+        assert_eq!(h.rt.exit("c", 1), 1);
+        eventually("the container is restarted all the same", WAIT, || async {
+            h.running() == [("c".to_string(), attempt)]
+        })
+        .await;
+    }
+
+    // Once writes flow again, the latest status is what the API gets.
+    h.statuses_flow.send_replace(true);
+    tries("the API catches up with the restarts", || async {
+        h.status("stuck")
+            .await
+            .is_some_and(|s| s.restart_count == 2)
+    })
+    .await;
 }

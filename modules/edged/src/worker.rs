@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::Api;
 use objstore::ObjKey;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
@@ -53,18 +53,6 @@ pub struct WorkerHandle {
     pub namespace: String,
 }
 
-/// The last status report.
-struct Reported {
-    /// The status sent.
-    sent: Value,
-    /// The status the store held then.
-    before: Option<Value>,
-    /// The status the API answered (as it stored it).
-    after: Option<Value>,
-    /// For a static pod, the mirror pod reported to.
-    mirror: Option<String>,
-}
-
 /// A pod worker's state.
 struct Worker {
     shared: Arc<Shared>,
@@ -74,10 +62,6 @@ struct Worker {
     /// Image pull back-off: failures, the time the next pull may start and why the last one
     /// failed, by image.
     pulls: HashMap<String, (u32, SystemTime, String)>,
-    /// The last status reported, the status the store held when it was, and the status the API
-    /// answered (as it stored it): while the store holds either, the report is not sent again;
-    /// once it holds another (someone else wrote it, or a mirror pod was created again), it is.
-    reported: Option<Reported>,
     /// The final delete was accepted by the API.
     deleted: bool,
     /// The containers' probes.
@@ -105,7 +89,6 @@ pub fn spawn(
         id,
         waiting: BTreeMap::new(),
         pulls: HashMap::new(),
-        reported: None,
         deleted: false,
         prober: Prober::new(wake.clone(), shared.events.clone()),
         tokens: HashMap::new(),
@@ -138,6 +121,7 @@ impl Worker {
                 Ok(Some(next)) => next,
                 Ok(None) => {
                     tracing::info!("pod removed from the node");
+                    self.shared.statuses.forget(&self.id.uid);
                     self.shared.forget(&self.id.uid);
                     return;
                 }
@@ -193,7 +177,9 @@ impl Worker {
             _ => self.prober.clear(),
         }
         let now = self.shared.clock.now();
-        if let Some(retry) = self.pulls.values().map(|p| p.1).min() {
+        // A back-off still ahead wakes the pod; one behind it was retried in this sync (or its
+        // image is there now): none may ask for a sync at once, over and over.
+        if let Some(retry) = self.pulls.values().map(|p| p.1).filter(|t| *t > now).min() {
             next = next.min(retry.duration_since(now).unwrap_or_default());
         }
         if let Some(due) = self.token_due {
@@ -207,7 +193,7 @@ impl Worker {
             }
             return Ok(Some(Duration::from_secs(1)));
         };
-        self.report(pod, &desired, &snap).await;
+        self.report(pod, &desired, &snap);
         // Not running: being deleted (a pod that left the node was handled above).
         if !run
             && snap
@@ -217,7 +203,7 @@ impl Worker {
                 .all(|c| !matches!(c.state, plan::State::Running { .. }))
             && !self.deleted
         {
-            self.final_delete(pod).await;
+            self.deleted = self.shared.statuses.delete_when_reported(&self.id);
             if !self.deleted {
                 next = next.min(Duration::from_secs(5));
             }
@@ -455,6 +441,10 @@ impl Worker {
         let present = cri.image_status(image).await?.is_some();
         let policy = policy.unwrap_or_else(|| default_pull_policy(image));
         let online = self.shared.online();
+        if present && policy != "Always" {
+            // Pulled since by another pod, or loaded by hand: no back-off to keep.
+            self.pulls.remove(image);
+        }
         match (policy, present) {
             ("Never", true) | ("IfNotPresent", true) => return Ok(()),
             ("Never", false) => {
@@ -772,8 +762,8 @@ impl Worker {
         }
     }
 
-    /// Sends the pod's status if it changed since the last report.
-    async fn report(&mut self, pod: &Pod, desired: &plan::Desired, snap: &Snapshot) {
+    /// Offers the pod's status to the status manager, which writes it if it changed.
+    fn report(&mut self, pod: &Pod, desired: &plan::Desired, snap: &Snapshot) {
         let extra = Extra {
             pod_ip: self.pod_ip(pod, snap),
             host_ip: self.shared.host_ip.clone(),
@@ -799,78 +789,8 @@ impl Worker {
             .as_ref()
             .and_then(|a| a.get(crate::statics::MIRROR_UID))
             .cloned();
-        let in_flight = self.reported.as_ref().is_some_and(|r| {
-            r.sent == new && r.mirror == mirror && (r.before == held || r.after == held)
-        });
-        if in_flight || same_status(held.as_ref(), &new) {
-            return;
-        }
-        let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &self.id.namespace);
-        let patch = Patch::Merge(json!({"status": new}));
-        match api
-            .patch_status(&self.id.name, &PatchParams::default(), &patch)
-            .await
-        {
-            // What the API made of it (it may normalize the status) is what the store will
-            // hold: the report is in flight while the store holds that or what it held before.
-            Ok(answer) => {
-                let after = answer.status.and_then(|s| serde_json::to_value(s).ok());
-                self.reported = Some(Reported {
-                    sent: new,
-                    before: held,
-                    after,
-                    mirror,
-                });
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "pod status not sent; retrying at the next sync")
-            }
-        }
+        self.shared.statuses.offer(&self.id, new, held, mirror);
     }
-
-    /// The delete with grace 0 and the pod's uid that ends a graceful deletion.
-    async fn final_delete(&mut self, pod: &Pod) {
-        if pod.metadata.deletion_timestamp.is_none() {
-            return;
-        }
-        let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &self.id.namespace);
-        let params = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions {
-                uid: Some(self.id.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&self.id.name, &params).await {
-            Ok(_) => self.deleted = true,
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => self.deleted = true,
-            Err(e) => {
-                tracing::info!(error = %e, "final delete not accepted yet; retrying")
-            }
-        }
-    }
-}
-
-/// Whether the status held in the store already says what `new` says (ignoring how the API
-/// wrote its times).
-fn same_status(held: Option<&Value>, new: &Value) -> bool {
-    held.is_some_and(|h| strip_times(h.clone()) == strip_times(new.clone()))
-}
-
-fn strip_times(mut v: Value) -> Value {
-    if let Some(conds) = v["conditions"].as_array_mut() {
-        for c in conds {
-            if let Some(o) = c.as_object_mut() {
-                o.remove("lastTransitionTime");
-                o.remove("lastProbeTime");
-            }
-        }
-    }
-    if let Some(o) = v.as_object_mut() {
-        o.remove("startTime");
-    }
-    v
 }
 
 /// The pod's grace period: the deletion's, else the spec's (default 30 s).
