@@ -4,6 +4,7 @@
 mod admission;
 mod crds;
 mod create;
+mod csr;
 mod delete;
 mod layering;
 mod namespaces;
