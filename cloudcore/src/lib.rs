@@ -99,10 +99,11 @@ pub async fn start_with(
         && let Some(handle) = &api
     {
         let client = kube_client(handle.kubeconfig()).await?;
-        runtime.register(controllers::Controllers::new(
-            config.modules.controllers.clone(),
-            client,
-        ));
+        let mut module = controllers::Controllers::new(config.modules.controllers.clone(), client);
+        if let Some(ca) = handle.client_signing_ca() {
+            module = module.with_signer(ca);
+        }
+        runtime.register(module);
     }
     for module in extra {
         runtime.register_with_capacity(module, capacity);

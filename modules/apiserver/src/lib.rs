@@ -73,6 +73,8 @@ pub struct Handle {
     addr: SocketAddr,
     kubeconfig: PathBuf,
     ca: Arc<pki::Ca>,
+    /// The CA is the one client certificates are checked against (no `clientCAFile`).
+    ca_signs_clients: bool,
     token: String,
     store: objstore::Store,
     connections: kapi::ServeStats,
@@ -158,6 +160,7 @@ impl ApiServer {
             addr,
             kubeconfig: config.admin_kubeconfig.clone(),
             ca: Arc::new(ca),
+            ca_signs_clients: config.client_ca_file.is_none(),
             token,
             store,
             connections,
@@ -242,6 +245,13 @@ impl Handle {
     /// The CA clients must trust.
     pub fn ca_pem(&self) -> &str {
         self.ca.cert_pem()
+    }
+
+    /// The CA that signs client certificates this API server authenticates (its own CA,
+    /// unless `clientCAFile` names another, whose key it does not hold): what the
+    /// CertificateSigningRequest signers sign with.
+    pub fn client_signing_ca(&self) -> Option<Arc<pki::Ca>> {
+        self.ca_signs_clients.then(|| self.ca.clone())
     }
 
     /// The admin bearer token.

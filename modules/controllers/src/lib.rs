@@ -5,12 +5,14 @@
 //! ([`deployment`]), DaemonSet ([`daemonset`]), StatefulSet ([`statefulset`], its revisions in
 //! ControllerRevisions: [`history`]), Job ([`job`]), CronJob ([`cronjob`]) and ReplicaSet
 //! ([`replicaset`]) controllers, the EndpointSlice/Endpoints
-//! controller ([`endpoints`]) the garbage collector ([`gc`]) and node lifecycle
-//! without eviction ([`nodelifecycle`]).
+//! controller ([`endpoints`]) the garbage collector ([`gc`]), node lifecycle
+//! without eviction ([`nodelifecycle`]) and the CertificateSigningRequest signer
+//! ([`csrsigning`]).
 #![forbid(unsafe_code)]
 
 mod config;
 pub mod cronjob;
+pub mod csrsigning;
 pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
@@ -36,6 +38,7 @@ pub const NAME: &str = "controllers";
 pub struct Controllers {
     config: Config,
     client: kube::Client,
+    signer: Option<std::sync::Arc<pki::Ca>>,
 }
 
 // === impl Controllers ===
@@ -43,7 +46,18 @@ pub struct Controllers {
 impl Controllers {
     /// The controllers of the API `client` reaches.
     pub fn new(config: Config, client: kube::Client) -> Controllers {
-        Controllers { config, client }
+        Controllers {
+            config,
+            client,
+            signer: None,
+        }
+    }
+
+    /// Signs CertificateSigningRequests for kube's signers with `ca` ([`csrsigning`]): the CA
+    /// the API server checks client certificates against.
+    pub fn with_signer(mut self, ca: std::sync::Arc<pki::Ca>) -> Controllers {
+        self.signer = Some(ca);
+        self
     }
 }
 
@@ -125,6 +139,14 @@ impl Module for Controllers {
             recorder(deployment::NAME),
             stop.clone(),
         ));
+        if let Some(ca) = &self.signer {
+            tasks.spawn(csrsigning::run(
+                self.client.clone(),
+                ca.clone(),
+                self.config.cluster_signing_duration,
+                stop.clone(),
+            ));
+        }
         drain(mailbox, &shutdown).await;
         stop.cancel();
         tasks.close();

@@ -61,3 +61,21 @@ async fn an_update_changes_neither_the_request_nor_its_status() {
     assert!(updated.get("status").is_none(), "{updated}");
     assert_eq!(updated["metadata"]["labels"]["a"], "b");
 }
+
+#[tokio::test]
+async fn a_request_for_less_than_ten_minutes_is_invalid() {
+    let fx = fixture().await;
+    let mut body = csr("short");
+    body["spec"]["expirationSeconds"] = json!(599);
+    let err = fx
+        .on("certificatesigningrequests", "", "")
+        .create(body)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message.contains("spec.expirationSeconds"),
+        "{}",
+        err.message
+    );
+}
