@@ -103,6 +103,17 @@ pub async fn start_with(
         if let Some(ca) = handle.client_signing_ca() {
             module = module.with_signer(ca);
         }
+        let live = module.liveness();
+        let scheduler = live.clone();
+        let components = handle.components();
+        components.register(
+            apiserver::SCHEDULER,
+            Arc::new(move || scheduler.scheduler()),
+        );
+        components.register(
+            apiserver::CONTROLLER_MANAGER,
+            Arc::new(move || live.controllers()),
+        );
         runtime.register(module);
     }
     for module in extra {
