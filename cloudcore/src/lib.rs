@@ -99,10 +99,22 @@ pub async fn start_with(
         && let Some(handle) = &api
     {
         let client = kube_client(handle.kubeconfig()).await?;
-        runtime.register(controllers::Controllers::new(
-            config.modules.controllers.clone(),
-            client,
-        ));
+        let mut module = controllers::Controllers::new(config.modules.controllers.clone(), client);
+        if let Some(ca) = handle.client_signing_ca() {
+            module = module.with_signer(ca);
+        }
+        let live = module.liveness();
+        let scheduler = live.clone();
+        let components = handle.components();
+        components.register(
+            apiserver::SCHEDULER,
+            Arc::new(move || scheduler.scheduler()),
+        );
+        components.register(
+            apiserver::CONTROLLER_MANAGER,
+            Arc::new(move || live.controllers()),
+        );
+        runtime.register(module);
     }
     for module in extra {
         runtime.register_with_capacity(module, capacity);

@@ -24,6 +24,7 @@ const NS: &str = "surface";
 #[rustfmt::skip]
 const API_RESOURCES: &[(&str, &str, &str, &str, &str)] = &[
     ("bindings", "", "v1", "true", "Binding"),
+    ("componentstatuses", "cs", "v1", "false", "ComponentStatus"),
     ("limitranges", "limits", "v1", "true", "LimitRange"),
     ("persistentvolumeclaims", "pvc", "v1", "true", "PersistentVolumeClaim"),
     ("persistentvolumes", "pv", "v1", "false", "PersistentVolume"),

@@ -52,6 +52,7 @@ mod validate;
 
 mod admission;
 mod crd;
+mod csr;
 mod limits;
 mod namespace;
 mod pods;

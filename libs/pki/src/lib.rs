@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod request;
 mod tls;
 
 use std::path::Path;
@@ -17,6 +18,7 @@ use rcgen::{
 use rustls::pki_types::CertificateDer;
 
 pub use error::PkiError;
+pub use request::{Request, Usage, new_request, read_request};
 pub use rustls::pki_types::CertificateDer as Der;
 pub use tls::{
     ClockBehind, client_config, clock_behind, server_config, server_config_optional_client,

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod auth;
+mod componentstatus;
 mod config;
 mod error;
 mod kept;
@@ -32,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use auth::{MASTERS, NODES};
+pub use componentstatus::{CONTROLLER_MANAGER, Components, Probe, SCHEDULER};
 pub use config::Config;
 pub use error::{ApiServerError, TokenError};
 
@@ -73,6 +75,9 @@ pub struct Handle {
     addr: SocketAddr,
     kubeconfig: PathBuf,
     ca: Arc<pki::Ca>,
+    /// The CA is the one client certificates are checked against (no `clientCAFile`).
+    ca_signs_clients: bool,
+    components: Components,
     token: String,
     store: objstore::Store,
     connections: kapi::ServeStats,
@@ -146,18 +151,31 @@ impl ApiServer {
         })?;
         tracing::info!(bound = %addr, kubeconfig = %config.admin_kubeconfig.display(), "embedded control plane listening (https)");
         let connections = kapi::ServeStats::default();
+        let components = Components::default();
+        let component_service = componentstatus::Service {
+            api: api.clone(),
+            components: components.clone(),
+        };
         let serving = Serving {
             connections: connections.clone(),
             listener,
             tls: Arc::new(tls),
             api: api.clone(),
             address,
-            app: serve::authenticated(kapi::metered_router(api), authenticator),
+            app: serve::authenticated(
+                kapi::metered_router(api).layer(axum::middleware::from_fn_with_state(
+                    component_service,
+                    componentstatus::serve,
+                )),
+                authenticator,
+            ),
         };
         let handle = Handle {
             addr,
             kubeconfig: config.admin_kubeconfig.clone(),
             ca: Arc::new(ca),
+            ca_signs_clients: config.client_ca_file.is_none(),
+            components,
             token,
             store,
             connections,
@@ -242,6 +260,19 @@ impl Handle {
     /// The CA clients must trust.
     pub fn ca_pem(&self) -> &str {
         self.ca.cert_pem()
+    }
+
+    /// The CA that signs client certificates this API server authenticates (its own CA,
+    /// unless `clientCAFile` names another, whose key it does not hold): what the
+    /// CertificateSigningRequest signers sign with.
+    pub fn client_signing_ca(&self) -> Option<Arc<pki::Ca>> {
+        self.ca_signs_clients.then(|| self.ca.clone())
+    }
+
+    /// The health probes `componentstatuses` reports (the scheduler and the controllers
+    /// register theirs).
+    pub fn components(&self) -> &Components {
+        &self.components
     }
 
     /// The admin bearer token.

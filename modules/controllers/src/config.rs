@@ -16,6 +16,11 @@ pub struct Config {
     /// `Ready=Unknown` and tainted unreachable; its pods are not evicted. Default `40s`.
     #[serde(with = "daemon::duration")]
     pub node_monitor_grace_period: std::time::Duration,
+    /// The longest certificate the CertificateSigningRequest signers issue (kube's
+    /// `--cluster-signing-duration`); a request's `spec.expirationSeconds` asks for less.
+    /// Default `8760h`.
+    #[serde(with = "daemon::duration")]
+    pub cluster_signing_duration: std::time::Duration,
 }
 
 /// `modules.controllers.scheduler`.
@@ -34,6 +39,7 @@ impl Default for Config {
             enable: true,
             scheduler: SchedulerConfig::default(),
             node_monitor_grace_period: std::time::Duration::from_secs(40),
+            cluster_signing_duration: std::time::Duration::from_secs(365 * 86400),
         }
     }
 }

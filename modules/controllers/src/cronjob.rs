@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::Recorder;
+use crate::events::{self, Recorder};
 use crate::informer::{self, Cache, controller_of, controller_ref, ignore_gone};
 
 /// Controller name.
@@ -241,8 +241,11 @@ impl Context {
             }
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
             Err(e) => {
-                self.events
-                    .warning(cj, "FailedCreate", &format!("Error creating job: {e}"));
+                self.events.warning(
+                    cj,
+                    "FailedCreate",
+                    &format!("Error creating job: {}", events::error_message(&e)),
+                );
                 Err(e)
             }
         }

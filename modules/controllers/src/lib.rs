@@ -5,12 +5,14 @@
 //! ([`deployment`]), DaemonSet ([`daemonset`]), StatefulSet ([`statefulset`], its revisions in
 //! ControllerRevisions: [`history`]), Job ([`job`]), CronJob ([`cronjob`]) and ReplicaSet
 //! ([`replicaset`]) controllers, the EndpointSlice/Endpoints
-//! controller ([`endpoints`]) the garbage collector ([`gc`]) and node lifecycle
-//! without eviction ([`nodelifecycle`]).
+//! controller ([`endpoints`]) the garbage collector ([`gc`]), node lifecycle
+//! without eviction ([`nodelifecycle`]) and the CertificateSigningRequest signer
+//! ([`csrsigning`]).
 #![forbid(unsafe_code)]
 
 mod config;
 pub mod cronjob;
+pub mod csrsigning;
 pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
@@ -24,8 +26,12 @@ pub mod replicaset;
 pub mod scheduler;
 pub mod statefulset;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use beehive::{Context, Mailbox, Module, ModuleError};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use config::{Config, SchedulerConfig};
 
@@ -36,14 +42,61 @@ pub const NAME: &str = "controllers";
 pub struct Controllers {
     config: Config,
     client: kube::Client,
+    signer: Option<std::sync::Arc<pki::Ca>>,
+    liveness: Liveness,
 }
+
+/// Whether the scheduler and the controllers are running, for the control plane's
+/// `componentstatuses` (cheap to clone).
+#[derive(Clone, Default)]
+pub struct Liveness {
+    /// Scheduler loops running (0 or 1).
+    scheduler: Arc<AtomicUsize>,
+    /// Controller loops running.
+    controllers: Arc<AtomicUsize>,
+    /// Controller loops started by the module's run (0 when it is not running).
+    expected: Arc<AtomicUsize>,
+}
+
+/// Counts one running loop while it lives.
+struct Running(Arc<AtomicUsize>);
 
 // === impl Controllers ===
 
 impl Controllers {
     /// The controllers of the API `client` reaches.
     pub fn new(config: Config, client: kube::Client) -> Controllers {
-        Controllers { config, client }
+        Controllers {
+            config,
+            client,
+            signer: None,
+            liveness: Liveness::default(),
+        }
+    }
+
+    /// Whether the scheduler and the controllers are running.
+    pub fn liveness(&self) -> Liveness {
+        self.liveness.clone()
+    }
+
+    /// Runs one controller loop on `tasks`, counted as running while it lives.
+    fn spawn_controller<F>(&self, tasks: &TaskTracker, run: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.liveness.expected.fetch_add(1, Ordering::AcqRel);
+        let running = Running::new(&self.liveness.controllers);
+        tasks.spawn(async move {
+            let _running = running;
+            run.await
+        });
+    }
+
+    /// Signs CertificateSigningRequests for kube's signers with `ca` ([`csrsigning`]): the CA
+    /// the API server checks client certificates against.
+    pub fn with_signer(mut self, ca: std::sync::Arc<pki::Ca>) -> Controllers {
+        self.signer = Some(ca);
+        self
     }
 }
 
@@ -82,54 +135,115 @@ impl Module for Controllers {
                 recorder(scheduler::NAME),
                 stop.clone(),
             );
+            let running = Running::new(&self.liveness.scheduler);
             tasks.spawn(async move {
+                let _running = running;
                 if let Err(e) = run.await {
                     tracing::error!(error = %e, "the scheduler stopped");
                 }
             });
         }
-        tasks.spawn(replicaset::run(
-            self.client.clone(),
-            recorder(replicaset::NAME),
-            stop.clone(),
-        ));
-        tasks.spawn(endpoints::run(self.client.clone(), stop.clone()));
-        tasks.spawn(gc::run(self.client.clone(), stop.clone()));
-        tasks.spawn(job::run(
-            self.client.clone(),
-            recorder(job::NAME),
-            stop.clone(),
-        ));
-        tasks.spawn(cronjob::run(
-            self.client.clone(),
-            recorder(cronjob::NAME),
-            stop.clone(),
-        ));
-        tasks.spawn(daemonset::run(
-            self.client.clone(),
-            recorder(daemonset::NAME),
-            stop.clone(),
-        ));
-        tasks.spawn(nodelifecycle::run(
-            self.client.clone(),
-            self.config.node_monitor_grace_period,
-            stop.clone(),
-        ));
-        tasks.spawn(statefulset::run(
-            self.client.clone(),
-            recorder(statefulset::NAME),
-            stop.clone(),
-        ));
-        tasks.spawn(deployment::run(
-            self.client.clone(),
-            recorder(deployment::NAME),
-            stop.clone(),
-        ));
+        self.spawn_controller(
+            &tasks,
+            replicaset::run(
+                self.client.clone(),
+                recorder(replicaset::NAME),
+                stop.clone(),
+            ),
+        );
+        self.spawn_controller(&tasks, endpoints::run(self.client.clone(), stop.clone()));
+        self.spawn_controller(&tasks, gc::run(self.client.clone(), stop.clone()));
+        self.spawn_controller(
+            &tasks,
+            job::run(self.client.clone(), recorder(job::NAME), stop.clone()),
+        );
+        self.spawn_controller(
+            &tasks,
+            cronjob::run(self.client.clone(), recorder(cronjob::NAME), stop.clone()),
+        );
+        self.spawn_controller(
+            &tasks,
+            daemonset::run(self.client.clone(), recorder(daemonset::NAME), stop.clone()),
+        );
+        self.spawn_controller(
+            &tasks,
+            nodelifecycle::run(
+                self.client.clone(),
+                self.config.node_monitor_grace_period,
+                stop.clone(),
+            ),
+        );
+        self.spawn_controller(
+            &tasks,
+            statefulset::run(
+                self.client.clone(),
+                recorder(statefulset::NAME),
+                stop.clone(),
+            ),
+        );
+        self.spawn_controller(
+            &tasks,
+            deployment::run(
+                self.client.clone(),
+                recorder(deployment::NAME),
+                stop.clone(),
+            ),
+        );
+        if let Some(ca) = &self.signer {
+            self.spawn_controller(
+                &tasks,
+                csrsigning::run(
+                    self.client.clone(),
+                    ca.clone(),
+                    self.config.cluster_signing_duration,
+                    stop.clone(),
+                ),
+            );
+        }
         drain(mailbox, &shutdown).await;
+        self.liveness.expected.store(0, Ordering::Release);
         stop.cancel();
         tasks.close();
         tasks.wait().await;
         Ok(())
+    }
+}
+
+// === impl Liveness ===
+
+impl Liveness {
+    /// `Ok` while the scheduler runs, else why not.
+    pub fn scheduler(&self) -> Result<(), String> {
+        match self.scheduler.load(Ordering::Acquire) {
+            0 => Err("the scheduler is not running".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// `Ok` while every controller loop runs, else how many stopped.
+    pub fn controllers(&self) -> Result<(), String> {
+        let expected = self.expected.load(Ordering::Acquire);
+        let running = self.controllers.load(Ordering::Acquire);
+        match (expected, running) {
+            (0, _) => Err("the controllers are not running".into()),
+            (e, r) if r >= e => Ok(()),
+            (e, r) => Err(format!("{} of {e} controller loops stopped", e - r)),
+        }
+    }
+}
+
+// === impl Running ===
+
+impl Running {
+    fn new(count: &Arc<AtomicUsize>) -> Running {
+        count.fetch_add(1, Ordering::AcqRel);
+        Running(count.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -140,5 +254,31 @@ async fn drain(mailbox: &mut Mailbox, shutdown: &CancellationToken) {
             _ = shutdown.cancelled() => return,
             m = mailbox.recv() => if m.is_none() { return },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn liveness_counts_running_loops_and_says_how_many_stopped() {
+        let live = Liveness::default();
+        assert!(live.scheduler().is_err());
+        assert!(live.controllers().is_err());
+        live.expected.store(2, Ordering::Release);
+        let a = Running::new(&live.controllers);
+        let b = Running::new(&live.controllers);
+        let s = Running::new(&live.scheduler);
+        assert_eq!(live.controllers(), Ok(()));
+        assert_eq!(live.scheduler(), Ok(()));
+        drop(b);
+        drop(s);
+        assert_eq!(
+            live.controllers(),
+            Err("1 of 2 controller loops stopped".to_string())
+        );
+        assert!(live.scheduler().is_err());
+        drop(a);
     }
 }

@@ -20,7 +20,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::Recorder;
+use crate::events::{self, Recorder};
 use crate::informer::{self, Cache, controller_of, controller_ref, key};
 
 /// Controller name (events' source).
@@ -216,8 +216,11 @@ impl Context {
                 if let Some(x) = exp.get_mut(&uid) {
                     x.adds -= skipped;
                 }
-                self.events
-                    .warning(rs, "FailedCreate", &format!("Error creating: {e}"));
+                self.events.warning(
+                    rs,
+                    "FailedCreate",
+                    &format!("Error creating: {}", events::error_message(&e)),
+                );
                 return Err(e);
             }
             done += n;

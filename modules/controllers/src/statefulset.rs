@@ -23,7 +23,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::Recorder;
+use crate::events::{self, Recorder};
 use crate::history::{self, HASH_LABEL};
 use crate::informer::{self, Cache, controller_of, controller_ref, key};
 use crate::replicaset::ready_since;
@@ -329,8 +329,10 @@ impl Context {
             // watch event brings the set back.
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
             Err(e) => {
-                let message =
-                    format!("create Pod {pod_name} in StatefulSet {set_name} failed error: {e}");
+                let message = format!(
+                    "create Pod {pod_name} in StatefulSet {set_name} failed error: {}",
+                    events::error_message(&e)
+                );
                 self.events.warning(set, "FailedCreate", &message);
                 Err(e)
             }
@@ -363,8 +365,10 @@ impl Context {
             }
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
             Err(e) => {
-                let message =
-                    format!("delete Pod {pod_name} in StatefulSet {set_name} failed error: {e}");
+                let message = format!(
+                    "delete Pod {pod_name} in StatefulSet {set_name} failed error: {}",
+                    events::error_message(&e)
+                );
                 self.events.warning(set, "FailedDelete", &message);
                 Err(e)
             }

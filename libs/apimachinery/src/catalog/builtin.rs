@@ -31,6 +31,7 @@ pub(super) fn all() -> Vec<ResourceInfo> {
         csinodes(),
         runtimeclasses(),
         bindings(),
+        componentstatuses(),
     ];
     all.extend(workloads::all());
     all.extend(cluster::all());
@@ -198,6 +199,20 @@ fn serviceaccounts() -> ResourceInfo {
             Column::name(),
             Column::new("Secrets", "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.").type_("integer"),
             Column::age(),
+        ])
+}
+
+/// Deprecated since 1.19, still served by kube-apiserver (`kubectl get cs`): computed on each
+/// read from the control plane's health, never stored.
+fn componentstatuses() -> ResourceInfo {
+    ResourceInfo::new("", "v1", "ComponentStatus", "componentstatuses", false)
+        .short_names(&["cs"])
+        .verbs(&["get", "list"])
+        .columns(vec![
+            Column::name(),
+            Column::new("Status", "Status of the component conditions"),
+            Column::new("Message", "Message of the component conditions"),
+            Column::new("Error", "Error of the component conditions"),
         ])
 }
 

@@ -57,6 +57,7 @@ pub(super) fn print(info: &ResourceInfo, obj: &Value, now: i64) -> Printed {
         ("", "serviceaccounts") => vec![("Secrets", Value::from(len(obj, "/secrets")))],
         ("", "endpoints") => vec![("Endpoints", Value::from(endpoints(obj)))],
         ("", "events") | ("events.k8s.io", "events") => event(obj, now),
+        ("", "componentstatuses") => component_status(obj),
         ("coordination.k8s.io", "leases") => {
             vec![("Holder", Value::from(text(obj, "/spec/holderIdentity")))]
         }
@@ -386,6 +387,32 @@ fn endpoint_slice(obj: &Value) -> Vec<(&'static str, Value)> {
 }
 
 /// Core/v1 events and events.k8s.io/v1 events (whose fields are named differently).
+/// Status (`Healthy`, `Unhealthy`, `Unknown`), message and error of the `Healthy` condition.
+fn component_status(obj: &Value) -> Cells {
+    let healthy = obj["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Healthy");
+    let (status, message, error) = match healthy {
+        Some(c) => (
+            if c["status"] == "True" {
+                "Healthy"
+            } else {
+                "Unhealthy"
+            },
+            c["message"].as_str().unwrap_or_default(),
+            c["error"].as_str().unwrap_or_default(),
+        ),
+        None => ("Unknown", "", ""),
+    };
+    vec![
+        ("Status", Value::from(status)),
+        ("Message", Value::from(message)),
+        ("Error", Value::from(error)),
+    ]
+}
+
 fn event(obj: &Value, now: i64) -> Vec<(&'static str, Value)> {
     let (first, last, count) = event_times(obj, now);
     let involved = if obj.get("involvedObject").is_some() {

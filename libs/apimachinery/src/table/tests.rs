@@ -365,3 +365,26 @@ fn custom_resources_without_columns_show_name_and_age() {
     assert_eq!(table["rows"][0]["cells"], json!(["g", "24h"]));
     assert_eq!(table["columnDefinitions"][1]["type"], "date");
 }
+
+#[test]
+fn component_status_cells_say_healthy_or_unhealthy_with_message_and_error() {
+    let healthy = json!({"metadata": {"name": "scheduler"},
+        "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]});
+    assert_eq!(
+        cells("", "componentstatuses", healthy),
+        [json!("scheduler"), json!("Healthy"), json!("ok"), json!("")]
+    );
+    let unhealthy = json!({"metadata": {"name": "etcd-0"},
+        "conditions": [{"type": "Healthy", "status": "False", "error": "store not writable"}]});
+    assert_eq!(
+        cells("", "componentstatuses", unhealthy),
+        [
+            json!("etcd-0"),
+            json!("Unhealthy"),
+            json!(""),
+            json!("store not writable")
+        ]
+    );
+    let unknown = json!({"metadata": {"name": "x"}});
+    assert_eq!(cells("", "componentstatuses", unknown)[1], json!("Unknown"));
+}

@@ -8,7 +8,7 @@ use apimachinery::{ApiError, ResourceInfo};
 use serde_json::Value;
 
 use super::vocab::{NameRule, Strategy, Target};
-use super::{crd, meta, namespace, pods, services, validate, workloads};
+use super::{crd, csr, meta, namespace, pods, services, validate, workloads};
 
 /// Kinds that follow only the generic rules.
 struct Generic;
@@ -34,6 +34,7 @@ pub(super) fn of(info: &ResourceInfo) -> &'static dyn Strategy {
         ("", "configmaps") => &ConfigMaps,
         ("", "secrets") => &Secrets,
         (crd::GROUP, "customresourcedefinitions") => &crd::Crds,
+        (csr::GROUP, "certificatesigningrequests") => &csr::Csrs,
         ("rbac.authorization.k8s.io", _) => &Rbac,
         _ => &Generic,
     }

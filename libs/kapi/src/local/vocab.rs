@@ -45,6 +45,8 @@ pub(super) struct Target {
     pub(super) registry: Registry,
     /// Who owns the fields written (`metadata.managedFields`).
     pub(super) owner: Owner,
+    /// Who writes (`None`: the server's own work, such as cleanups).
+    pub(super) user: Option<crate::User>,
 }
 
 /// A write's field manager, owned (see [`crate::FieldOwner`]).
@@ -262,6 +264,7 @@ impl Core {
                 subresource: req.subresource.map(str::to_owned),
                 applying: false,
             },
+            user: Some(req.user.clone()),
         }
     }
 
@@ -279,6 +282,7 @@ impl Core {
             dry_run: false,
             registry: self.registry.clone(),
             owner: Owner::default(),
+            user: None,
         }
     }
 

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, u8, &str)] = &[
     // Strategies: what each kind adds to the verbs.
     ("admission", 2, include_str!("../admission.rs")),
     ("crd", 2, include_str!("../crd.rs")),
+    ("csr", 2, include_str!("../csr.rs")),
     ("limits", 2, include_str!("../limits.rs")),
     ("services", 2, include_str!("../services.rs")),
     ("workloads", 2, include_str!("../workloads.rs")),

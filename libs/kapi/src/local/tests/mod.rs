@@ -5,6 +5,7 @@ mod admission;
 mod crds;
 mod crdschema;
 mod create;
+mod csr;
 mod delete;
 mod layering;
 mod namespaces;

@@ -54,6 +54,7 @@ fn table() -> Vec<Entry> {
     vec![
         entry::<core::v1::Binding>(),
         entry::<core::v1::ConfigMap>(),
+        entry::<core::v1::ComponentStatus>(),
         entry::<core::v1::Endpoints>(),
         entry::<core::v1::Event>(),
         entry::<core::v1::LimitRange>(),
