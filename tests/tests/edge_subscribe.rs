@@ -260,3 +260,78 @@ async fn an_idle_subscription_is_dropped_and_the_cloud_stops_sending_the_kind() 
     edge1.stop().await;
     cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_the_node_may_read_is_served_with_its_definition() {
+    let (pki, dir) = (Pki::new(), tempfile::tempdir().unwrap());
+    let (cloud, edge1) = site(&pki, dir.path(), |_| {}).await;
+    let crd_kind = ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    };
+    let crds: Api<DynamicObject> = Api::all_with(cloud.kube().await, &crd_kind);
+    let crd = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.org"},
+        "spec": {"group": "example.org", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                          "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let gadget_kind = ApiResource {
+        group: "example.org".into(),
+        version: "v1".into(),
+        api_version: "example.org/v1".into(),
+        kind: "Gadget".into(),
+        plural: "gadgets".into(),
+    };
+    let gadgets: Api<DynamicObject> =
+        Api::namespaced_with(cloud.kube().await, "default", &gadget_kind);
+    let gadget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.org/v1", "kind": "Gadget",
+        "metadata": {"name": "g1"}, "spec": {"x": 1},
+    }))
+    .unwrap();
+    eventually("the CRD is served in the cloud", WAIT, || async {
+        gadgets
+            .create(&PostParams::default(), &gadget)
+            .await
+            .is_ok()
+    })
+    .await;
+    let roles: Api<ClusterRole> = Api::all(cloud.kube().await);
+    let role = serde_json::from_value(json!({
+        "metadata": {"name": "node-gadget-reader"},
+        "rules": [{"apiGroups": ["example.org"], "resources": ["gadgets"], "verbs": ["list", "watch"]}],
+    }))
+    .unwrap();
+    roles.create(&PostParams::default(), &role).await.unwrap();
+    let bindings: Api<ClusterRoleBinding> = Api::all(cloud.kube().await);
+    let binding = serde_json::from_value(json!({
+        "metadata": {"name": "node-gadget-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-gadget-reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}],
+    }))
+    .unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+
+    let at_edge: Api<DynamicObject> = Api::all_with(edge1.lwproxy_client(), &gadget_kind);
+    let list = at_edge.list(&ListParams::default()).await.expect("listed");
+    let specs: Vec<_> = list
+        .items
+        .iter()
+        .map(|g| g.data["spec"]["x"].clone())
+        .collect();
+    assert_eq!(specs, [json!(1)]);
+    edge1.stop().await;
+    cloud.stop().await;
+}

@@ -65,6 +65,9 @@ pub struct SubscribeReply {
     pub pinned: bool,
     /// Every object of the kind the node is to hold now (with `apiVersion` and `kind`).
     pub objects: Vec<Value>,
+    /// The CustomResourceDefinition of a custom resource, so the edge serves the kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub definition: Option<Value>,
 }
 
 // === impl Subscription ===

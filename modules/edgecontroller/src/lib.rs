@@ -117,6 +117,8 @@ struct Run<'a> {
     listed: HashSet<usize>,
     /// Subscriptions waiting for their kind's first list: (node, request).
     waiting: HashMap<usize, Vec<(String, Message)>>,
+    /// The CRDs of subscribed custom resources, sent with each initial sync.
+    definitions: HashMap<usize, serde_json::Value>,
 }
 
 // === impl EdgeController ===
@@ -216,6 +218,7 @@ impl Module for EdgeController {
             kind_watches: HashMap::new(),
             listed: HashSet::new(),
             waiting: HashMap::new(),
+            definitions: HashMap::new(),
         };
         let cancelled = shutdown.cancelled();
         tokio::pin!(cancelled);

@@ -29,8 +29,16 @@ pub(crate) struct Checked {
     pub node: String,
     pub subscription: Subscription,
     pub msg: Message,
-    /// The kind's name (from discovery), or why the node may not have it.
-    pub result: Result<String, ApiError>,
+    /// What the API serves, or why the node may not have it.
+    pub result: Result<Served, ApiError>,
+}
+
+/// A kind the API serves.
+pub(crate) struct Served {
+    /// Its name (from discovery).
+    pub kind: String,
+    /// The CustomResourceDefinition of a custom resource.
+    pub definition: Option<serde_json::Value>,
 }
 
 // === impl Run ===
@@ -86,8 +94,8 @@ impl Run<'_> {
             msg,
             result,
         } = checked;
-        let kind_name = match result {
-            Ok(kind) => kind,
+        let served = match result {
+            Ok(served) => served,
             Err(e) => {
                 self.ctl
                     .stats
@@ -104,7 +112,11 @@ impl Run<'_> {
             Some(id) => id,
             None => self
                 .state
-                .add_kind(Kind::subscribed(&subscription, &kind_name)),
+                .add_kind(Kind::subscribed(&subscription, &served.kind)),
+        };
+        match served.definition {
+            Some(crd) => self.definitions.insert(id, crd),
+            None => self.definitions.remove(&id),
         };
         if !self.kind_watches.contains_key(&id) {
             let stop = self.stop_watches.child_token();
@@ -147,6 +159,7 @@ impl Run<'_> {
         let reply = SubscribeReply {
             code: 200,
             objects,
+            definition: self.definitions.get(&id).cloned(),
             ..SubscribeReply::default()
         };
         self.answer_subscription(msg, reply);
@@ -223,13 +236,14 @@ impl Run<'_> {
 }
 
 /// Whether `node` may have `subscription`: served (discovery), listable and watchable, and
-/// allowed by the API's authorizer for the node's identity. Returns the kind's name.
+/// allowed by the API's authorizer for the node's identity. Returns the kind's name, with the
+/// CRD of a custom resource.
 async fn check(
     client: &kube::Client,
     node: &str,
     subscription: &Subscription,
     timeout: Duration,
-) -> Result<String, ApiError> {
+) -> Result<Served, ApiError> {
     let not_served = || {
         ApiError::new(
             404,
@@ -263,7 +277,45 @@ async fn check(
         }
         allowed(client, node, subscription, verb, timeout).await?;
     }
-    Ok(resource.kind.clone())
+    Ok(Served {
+        kind: resource.kind.clone(),
+        definition: definition(client, subscription, timeout).await?,
+    })
+}
+
+/// The CRD of `subscription` when it is a custom resource (`None` for a built-in kind or an
+/// aggregated API).
+async fn definition(
+    client: &kube::Client,
+    subscription: &Subscription,
+    timeout: Duration,
+) -> Result<Option<serde_json::Value>, ApiError> {
+    let builtin = apimachinery::catalog::builtins()
+        .iter()
+        .any(|i| i.group == subscription.group && i.plural == subscription.resource);
+    if builtin || subscription.group.is_empty() {
+        return Ok(None);
+    }
+    let crds = kube::core::ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    };
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &crds);
+    let name = format!("{}.{}", subscription.resource, subscription.group);
+    match bounded(timeout, api.get_opt(&name)).await? {
+        Ok(Some(crd)) => {
+            let mut value = serde_json::to_value(&crd).map_err(|e| {
+                ApiError::internal(format!("the CRD {name} does not serialize: {e}"))
+            })?;
+            apimachinery::managedfields::strip(&mut value);
+            Ok(Some(value))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => Err(unreachable(&e)),
+    }
 }
 
 /// Asks the API whether `node` may `verb` the resource cluster-wide.

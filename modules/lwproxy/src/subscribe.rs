@@ -27,13 +27,17 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use beehive::{Context, ErrorChain, Message, Operation};
 use futures::StreamExt;
-use metamanager::SubscriptionRecord;
+use metamanager::{CloudAnswer, SubscriptionRecord};
+use objstore::ObjKey;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::{HUB_MODULE, Link, MESSAGE_GROUP, NAME};
 
 use self::table::{Admit, Table};
+
+/// The store collection of CRDs.
+const CRDS: &str = "customresourcedefinitions.apiextensions.k8s.io";
 
 /// The subscription settings (from lwproxy's config).
 #[derive(Clone, Copy, Debug)]
@@ -103,10 +107,12 @@ impl Subscriptions {
         })
     }
 
-    /// True for a custom resource served from a CRD the store holds.
+    /// True for a custom resource served from a CRD the store holds that came with the cloud's
+    /// configured custom resources (not with a subscription).
     fn delivered_custom(&self, sub: &Subscription) -> bool {
         let key = (sub.group.clone(), sub.resource.clone());
         !self.builtins.contains(&key)
+            && !self.lock().contains(sub)
             && self
                 .registry
                 .get(&sub.group, &sub.version, &sub.resource)
@@ -217,7 +223,7 @@ impl Subscriptions {
             Some(e) => {
                 tracing::info!(resource = %sub.store_resource(), code = e.code, reason = %e.message, "subscription refused by the cloud");
                 // A kind the node may no longer read leaves the store.
-                if let Err(e) = self.meta.drop_subscription(&sub).await {
+                if let Err(e) = self.drop_kind(&sub).await {
                     tracing::warn!(resource = %sub.store_resource(), error = %ErrorChain(&e), "a refused kind could not be removed from the edge store");
                 }
                 Err(e)
@@ -228,12 +234,16 @@ impl Subscriptions {
         self.bump();
     }
 
-    /// Stores the cloud's initial sync of `sub`; `Ok(pinned)`.
+    /// Stores the cloud's initial sync of `sub` (first the CRD of a custom resource, and waits
+    /// until lwproxy serves it); `Ok(pinned)`.
     async fn store_sync(
         &self,
         sub: &Subscription,
         answer: SubscribeReply,
     ) -> Result<bool, ApiError> {
+        if let Some(crd) = answer.definition {
+            self.store_definition(sub, crd).await?;
+        }
         let record = SubscriptionRecord {
             subscription: sub.clone(),
             last_use: unix_now(),
@@ -251,6 +261,52 @@ impl Subscriptions {
                 ErrorChain(&e)
             ))),
         }
+    }
+
+    /// Stores the CRD of custom resource `sub` and waits (at most the sync timeout) until the
+    /// registry serves the kind.
+    async fn store_definition(
+        &self,
+        sub: &Subscription,
+        crd: serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let key = crd_key(sub);
+        if let Err(e) = self
+            .meta
+            .write_through(key, CloudAnswer::Created(crd))
+            .await
+        {
+            return Err(ApiError::internal(format!(
+                "storing the definition of {}: {}",
+                sub.store_resource(),
+                ErrorChain(&e)
+            )));
+        }
+        let served = || {
+            self.registry
+                .get(&sub.group, &sub.version, &sub.resource)
+                .is_some()
+        };
+        let deadline = Instant::now() + self.settings.sync_timeout;
+        while !served() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// Removes what a subscription brought: the kind's objects, and the CRD of a custom
+    /// resource.
+    async fn drop_kind(&self, sub: &Subscription) -> Result<usize, metamanager::MetaError> {
+        let removed = self.meta.drop_subscription(sub).await?;
+        let key = (sub.group.clone(), sub.resource.clone());
+        if !self.builtins.contains(&key) && !sub.group.is_empty() {
+            let gone = CloudAnswer::Gone {
+                uid: String::new(),
+                resource_version: String::new(),
+            };
+            self.meta.write_through(crd_key(sub), gone).await?;
+        }
+        Ok(removed)
     }
 
     /// Sends a subscribe or unsubscribe for `sub`; the cloud's reply, or why there is none.
@@ -281,7 +337,7 @@ impl Subscriptions {
                 continue;
             }
             self.lock().remove(&sub);
-            match self.meta.drop_subscription(&sub).await {
+            match self.drop_kind(&sub).await {
                 Ok(n) => {
                     tracing::info!(resource = %sub.store_resource(), objects = n, "idle subscription dropped")
                 }
@@ -351,6 +407,11 @@ fn status(e: &ApiError) -> Response {
     let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let body = e.to_status().to_string();
     (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Where the CRD of custom resource `sub` is stored.
+fn crd_key(sub: &Subscription) -> ObjKey {
+    ObjKey::new(CRDS, "", format!("{}.{}", sub.resource, sub.group))
 }
 
 fn unix_now() -> u64 {

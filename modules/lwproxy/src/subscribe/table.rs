@@ -203,6 +203,11 @@ impl Table {
             .collect()
     }
 
+    /// True when `sub` is subscribed, asked or refused.
+    pub fn contains(&self, sub: &Subscription) -> bool {
+        self.kinds.contains_key(sub)
+    }
+
     /// Forgets `sub` (dropped).
     pub fn remove(&mut self, sub: &Subscription) {
         self.kinds.remove(sub);
