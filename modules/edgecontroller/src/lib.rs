@@ -10,7 +10,9 @@
 //! ([`apimachinery::forward::NodeRequest`]), authorized for the sending node ([`authz`]) and
 //! replayed against the API as that node ([`replay`]: impersonation, so the API's authorizer
 //! is the last gate), whose answer goes back unchanged; refusals are logged and answered with
-//! a `Status`. A node that connects without a Node gets one, with the edge label.
+//! a `Status`. A node that connects without a Node gets one, with the edge label. A node may
+//! also subscribe to a kind the node rules never send it ([`subscribe`]: checked by discovery
+//! and a SubjectAccessReview for the node's identity, then one shared watch per kind).
 //!
 //! An edge node is a node whose Node carries the edge label or that holds an authenticated
 //! session with cloudhub (cloudhub's digest question and its `connected` / `disconnected`

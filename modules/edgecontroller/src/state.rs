@@ -186,6 +186,13 @@ impl State {
         self.of_kind(kind)
     }
 
+    /// True when `node` subscribed to kind `kind`.
+    pub fn subscribed(&self, node: &str, kind: usize) -> bool {
+        self.subscribers
+            .get(&kind)
+            .is_some_and(|nodes| nodes.contains(node))
+    }
+
     /// Every object of kind `kind`.
     pub fn of_kind(&self, kind: usize) -> Vec<Arc<Obj>> {
         match self.kinds[kind].scope {

@@ -102,6 +102,8 @@ impl Run<'_> {
                     .refused_subscriptions
                     .fetch_add(1, Ordering::Relaxed);
                 tracing::info!(node_id = %node, resource = %subscription.store_resource(), code = e.code, reason = %e.message, "subscription refused");
+                // A renewal refused (RBAC changed since): the node gets the kind no more.
+                self.stop_delivering(&node, &subscription);
                 return self.answer_subscription(&msg, SubscribeReply::refused(&e));
             }
         };
@@ -166,26 +168,36 @@ impl Run<'_> {
     }
 
     fn unsubscribe(&mut self, node: &str, subscription: &Subscription, msg: &Message) {
-        let found = self
-            .state
-            .find_kind(&subscription.group, &subscription.resource)
-            .filter(|id| self.state.kind(*id).scope == Scope::Subscribed);
-        if let Some(id) = found {
-            if self.state.unsubscribe(node, id) {
-                if let Some(stop) = self.kind_watches.remove(&id) {
-                    stop.cancel();
-                }
-                self.listed.remove(&id);
-                tracing::info!(resource = %subscription.store_resource(), "no node subscribes to the kind any more; its watch stopped");
-            }
+        if self.stop_delivering(node, subscription) {
             tracing::info!(node_id = %node, resource = %subscription.store_resource(), "node unsubscribed");
-            self.count_subscriptions();
         }
         let reply = SubscribeReply {
             code: 200,
             ..SubscribeReply::default()
         };
         self.answer_subscription(msg, reply);
+    }
+
+    /// Stops sending `subscription` to `node`; the kind's watch stops with its last subscriber.
+    /// Returns whether the node was subscribed.
+    fn stop_delivering(&mut self, node: &str, subscription: &Subscription) -> bool {
+        let found = self
+            .state
+            .find_kind(&subscription.group, &subscription.resource)
+            .filter(|id| self.state.kind(*id).scope == Scope::Subscribed)
+            .filter(|id| self.state.subscribed(node, *id));
+        let Some(id) = found else {
+            return false;
+        };
+        if self.state.unsubscribe(node, id) {
+            if let Some(stop) = self.kind_watches.remove(&id) {
+                stop.cancel();
+            }
+            self.listed.remove(&id);
+            tracing::info!(resource = %subscription.store_resource(), "no node subscribes to the kind any more; its watch stopped");
+        }
+        self.count_subscriptions();
+        true
     }
 
     fn refuse_node_scoped(&self, node: &str, subscription: &Subscription, msg: &Message) {

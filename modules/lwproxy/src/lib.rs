@@ -9,7 +9,8 @@
 //! metamanager's outbox; other writes get a 503. Loopback callers are trusted as a local admin
 //! for reads; a loopback listener serves only requests naming a loopback host (DNS
 //! rebinding, see [`host`]); forwarded writes carry checked names and are made in the cloud
-//! with this node's rights, never more.
+//! with this node's rights, never more. A read of a kind the node rules never send the node
+//! is not an empty list: lwproxy subscribes to it at the cloud first ([`subscribe`]).
 #![forbid(unsafe_code)]
 
 mod backend;
