@@ -3,6 +3,7 @@
 //! never an empty list. A real cloudcore (embedded control plane) and a real edgecore on
 //! loopback.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use e2e::{Cloud, Edge, Pki, edge, edge_config, k8s_cloud};
@@ -332,6 +333,41 @@ async fn a_custom_resource_the_node_may_read_is_served_with_its_definition() {
         .map(|g| g.data["spec"]["x"].clone())
         .collect();
     assert_eq!(specs, [json!(1)]);
+    edge1.stop().await;
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_removed_in_the_cloud_takes_the_kind_away_at_the_next_renewal() {
+    let (pki, dir) = (Pki::new(), tempfile::tempdir().unwrap());
+    let renew = Duration::from_millis(500);
+    let (cloud, edge1) = site(&pki, dir.path(), |c| c.subscription_renew_interval = renew).await;
+    let_nodes_read_policies(&cloud).await;
+    let policies: Api<NetworkPolicy> = Api::all(edge1.lwproxy_client());
+    assert_eq!(
+        policies
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    let controller = cloud.running.controller().unwrap();
+    let delivered = || controller.stats().subscriptions.load(Ordering::Relaxed);
+    assert_eq!(delivered(), 1);
+
+    let bindings: Api<ClusterRoleBinding> = Api::all(cloud.kube().await);
+    bindings
+        .delete("node-policy-reader", &Default::default())
+        .await
+        .unwrap();
+    eventually("the renewal is refused", WAIT, || async {
+        matches!(policies.list(&ListParams::default()).await, Err(kube::Error::Api(s)) if s.code == 403)
+    })
+    .await;
+    assert!(!edge1.held().await.contains_key(POLICY_KEY));
+    assert_eq!(delivered(), 0, "the cloud stopped sending the kind");
     edge1.stop().await;
     cloud.stop().await;
 }

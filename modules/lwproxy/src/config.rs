@@ -65,6 +65,10 @@ pub struct Config {
     /// (it is asked again on reconnect too). Default `5m`.
     #[serde(with = "daemon::duration")]
     pub subscription_refusal_ttl: Duration,
+    /// How often a subscribed kind is asked for again: the cloud checks the node's RBAC again
+    /// (a grant removed since takes the kind away) and sends the kind whole. Default `10m`.
+    #[serde(with = "daemon::duration")]
+    pub subscription_renew_interval: Duration,
 }
 
 // === impl Config ===
@@ -98,6 +102,10 @@ impl Config {
             idle: self.subscription_idle_timeout,
             refusal_ttl: self.subscription_refusal_ttl,
             request_timeout: self.forward_timeout.max(self.subscription_sync_timeout),
+            // A zero interval would spin.
+            renew: self
+                .subscription_renew_interval
+                .max(Duration::from_millis(100)),
         }
     }
 
@@ -127,6 +135,7 @@ impl Default for Config {
             subscription_idle_timeout: Duration::from_secs(3600),
             subscription_sync_timeout: Duration::from_secs(10),
             subscription_refusal_ttl: Duration::from_secs(300),
+            subscription_renew_interval: Duration::from_secs(600),
         }
     }
 }

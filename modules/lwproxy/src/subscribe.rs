@@ -6,7 +6,9 @@
 //! then a 504) until the cloud's answer: its initial sync is stored by metamanager (the kind
 //! is synced from then on, its changes arrive downstream like any object), or its refusal is
 //! the answer (403, 404; remembered for `subscriptionRefusalTtl`, and forgotten when the link
-//! comes up again, as RBAC may have changed). With the link down, a kind never synced is a 503
+//! comes up again, as RBAC may have changed). Synced kinds are asked for again every
+//! `subscriptionRenewInterval` (the cloud checks the node's RBAC again: a refusal takes the
+//! kind out of the store and is the answer from then on). With the link down, a kind never synced is a 503
 //! saying so. Subscriptions are kept in the edge store and asked again on every connect; one
 //! unread for `subscriptionIdleTimeout` with no watch open is dropped: the cloud is told to
 //! stop, and its objects leave the store.
@@ -50,6 +52,8 @@ pub(crate) struct Settings {
     pub refusal_ttl: Duration,
     /// How long a subscribe request may wait for the cloud.
     pub request_timeout: Duration,
+    /// How often a synced kind is asked for again.
+    pub renew: Duration,
 }
 
 /// The subscriptions of this node; shared by the read gate and the module's tasks.
@@ -146,12 +150,16 @@ impl Subscriptions {
         self.lock().counts()
     }
 
-    /// Renews the subscriptions on every connect and drops idle ones, until `shutdown`.
+    /// Renews the subscriptions on every connect and every `subscriptionRenewInterval`, and
+    /// drops idle ones, until `shutdown`.
     pub(crate) async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let mut link = self.link.clone();
         let tick =
             (self.settings.idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
         let mut sweep = tokio::time::interval(tick);
+        let mut renew = tokio::time::interval(self.settings.renew);
+        renew.tick().await; // the first tick is now: the connect renews
+
         let mut was_up = false;
         loop {
             let up = *link.borrow_and_update() == Link::Up;
@@ -167,6 +175,12 @@ impl Subscriptions {
                 _ = shutdown.cancelled() => return,
                 changed = link.changed() => if changed.is_err() { return },
                 _ = sweep.tick() => self.sweep().await,
+                _ = renew.tick() => if up {
+                    let due = self.lock().renewals();
+                    for sub in due {
+                        tokio::spawn(self.clone().subscribe(sub));
+                    }
+                },
             }
         }
     }

@@ -182,6 +182,19 @@ impl Table {
         again
     }
 
+    /// The synced kinds due for renewal (asked again: the cloud checks the node's RBAC again,
+    /// and a cloud that lost them hears of them again), marked in flight.
+    pub fn renewals(&mut self) -> Vec<Subscription> {
+        let mut due = Vec::new();
+        for (sub, entry) in &mut self.kinds {
+            if entry.state == KindState::Synced && !entry.in_flight && !entry.pinned {
+                entry.in_flight = true;
+                due.push(sub.clone());
+            }
+        }
+        due
+    }
+
     /// A watch of `sub` opened (`true`) or closed.
     pub fn watching(&mut self, sub: &Subscription, opened: bool, now: Instant) {
         if let Some(entry) = self.kinds.get_mut(sub) {
@@ -320,5 +333,27 @@ mod tests {
         assert!(t.idle(now + idle * 2, idle).is_empty(), "pinned");
         assert_eq!(t.reconnected(), [sub()]);
         assert_eq!(t.counts()["synced"], 1);
+    }
+
+    #[test]
+    fn a_renewal_keeps_serving_the_kind_until_the_cloud_refuses_it() {
+        let (mut t, now) = (Table::default(), Instant::now());
+        t.admit(&sub(), now, true, TTL);
+        t.answered(&sub(), Ok(false), now);
+        assert_eq!(t.renewals(), [sub()]);
+        assert!(t.renewals().is_empty(), "already in flight");
+        assert_eq!(t.admit(&sub(), now, true, TTL), Admit::Serve);
+        t.failed(&sub(), "no link".into());
+        assert_eq!(
+            t.admit(&sub(), now, true, TTL),
+            Admit::Serve,
+            "kept on no answer"
+        );
+        assert_eq!(t.renewals(), [sub()]);
+        t.answered(&sub(), Err(ApiError::new(403, "Forbidden", "revoked")), now);
+        let Admit::Refuse(e) = t.admit(&sub(), now, true, TTL) else {
+            panic!("refused")
+        };
+        assert_eq!(e.code, 403);
     }
 }
