@@ -340,7 +340,7 @@ impl Run<'_> {
             Operation::Insert | Operation::Update | Operation::Patch | Operation::Delete => {
                 self.write(&node, msg)
             }
-            Operation::Subscribe | Operation::Unsubscribe => self.on_subscription(&node, msg),
+            Operation::Subscribe | Operation::Unsubscribe => self.on_subscription(&node, msg).await,
             _ => match ToController::from_message(&msg) {
                 Ok(question) => self.on_hub(question, msg).await,
                 Err(e) => self.refuse_message(&msg, &e),

@@ -22,6 +22,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::PostParams;
 
 use crate::kinds::{Kind, Scope};
+use crate::state::Out;
 use crate::{NAME, Run};
 
 /// A subscription checked against the API, back in the run loop.
@@ -45,7 +46,7 @@ pub(crate) struct Served {
 
 impl Run<'_> {
     /// A subscribe or unsubscribe from `node`.
-    pub(crate) fn on_subscription(&mut self, node: &str, msg: Message) {
+    pub(crate) async fn on_subscription(&mut self, node: &str, msg: Message) {
         let subscription = match Subscription::parse(&msg.content) {
             Ok(s) => s,
             Err(e) => {
@@ -54,7 +55,7 @@ impl Run<'_> {
             }
         };
         if msg.operation() == &Operation::Unsubscribe {
-            return self.unsubscribe(node, &subscription, &msg);
+            return self.unsubscribe(node, &subscription, &msg).await;
         }
         let known = self
             .state
@@ -103,7 +104,7 @@ impl Run<'_> {
                     .fetch_add(1, Ordering::Relaxed);
                 tracing::info!(node_id = %node, resource = %subscription.store_resource(), code = e.code, reason = %e.message, "subscription refused");
                 // A renewal refused (RBAC changed since): the node gets the kind no more.
-                self.stop_delivering(&node, &subscription);
+                self.stop_delivering(&node, &subscription).await;
                 return self.answer_subscription(&msg, SubscribeReply::refused(&e));
             }
         };
@@ -167,8 +168,8 @@ impl Run<'_> {
         self.answer_subscription(msg, reply);
     }
 
-    fn unsubscribe(&mut self, node: &str, subscription: &Subscription, msg: &Message) {
-        if self.stop_delivering(node, subscription) {
+    async fn unsubscribe(&mut self, node: &str, subscription: &Subscription, msg: &Message) {
+        if self.stop_delivering(node, subscription).await {
             tracing::info!(node_id = %node, resource = %subscription.store_resource(), "node unsubscribed");
         }
         let reply = SubscribeReply {
@@ -178,9 +179,11 @@ impl Run<'_> {
         self.answer_subscription(msg, reply);
     }
 
-    /// Stops sending `subscription` to `node`; the kind's watch stops with its last subscriber.
-    /// Returns whether the node was subscribed.
-    fn stop_delivering(&mut self, node: &str, subscription: &Subscription) -> bool {
+    /// Stops sending `subscription` to `node`, and sends it a delete of every object of the
+    /// kind: queued behind (and replacing, per object) any upsert still on its way, so nothing
+    /// of the kind is left at the node however the messages cross. The kind's watch stops with
+    /// its last subscriber. Returns whether the node was subscribed.
+    async fn stop_delivering(&mut self, node: &str, subscription: &Subscription) -> bool {
         let found = self
             .state
             .find_kind(&subscription.group, &subscription.resource)
@@ -189,6 +192,12 @@ impl Run<'_> {
         let Some(id) = found else {
             return false;
         };
+        let deletes: Vec<Out> = self
+            .state
+            .of_kind(id)
+            .into_iter()
+            .map(|o| Out::Delete(node.to_owned(), o))
+            .collect();
         if self.state.unsubscribe(node, id) {
             if let Some(stop) = self.kind_watches.remove(&id) {
                 stop.cancel();
@@ -197,6 +206,7 @@ impl Run<'_> {
             tracing::info!(resource = %subscription.store_resource(), "no node subscribes to the kind any more; its watch stopped");
         }
         self.count_subscriptions();
+        self.send_all(deletes).await;
         true
     }
 
