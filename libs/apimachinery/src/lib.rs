@@ -25,6 +25,7 @@ pub mod scale;
 pub mod selector;
 pub mod status;
 pub mod statuswrite;
+pub mod subscribe;
 pub mod table;
 pub mod time;
 pub mod validation;

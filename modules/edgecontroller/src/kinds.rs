@@ -20,6 +20,9 @@ pub(crate) enum Scope {
     /// Subscribed custom resources: the node named in `spec.nodeName` when set (a device bound
     /// to a node), else every edge node.
     Custom,
+    /// A kind nodes asked for ([`apimachinery::subscribe`]): every object, to the nodes that
+    /// subscribed to it.
+    Subscribed,
 }
 
 /// One watched resource type.
@@ -119,6 +122,17 @@ impl Kind {
         Some([crd, Kind::new(group, version, kind, plural, Scope::Custom)])
     }
 
+    /// A kind nodes subscribed to, of kind name `kind` (from discovery).
+    pub fn subscribed(sub: &apimachinery::subscribe::Subscription, kind: &str) -> Kind {
+        Kind::new(
+            &sub.group,
+            &sub.version,
+            kind,
+            &sub.resource,
+            Scope::Subscribed,
+        )
+    }
+
     /// `plural` for the core group, else `plural.group`: the edge store's collection name.
     pub fn store_resource(&self) -> String {
         if self.group.is_empty() {
@@ -159,5 +173,16 @@ mod tests {
         assert_eq!(k.scope, Scope::Custom);
         assert!(Kind::custom("devices.kubeedge.io/v1beta1/devices").is_none());
         assert!(Kind::custom("a//b/C").is_none());
+    }
+
+    #[test]
+    fn the_built_in_kinds_are_the_ones_the_edge_knows_are_always_delivered() {
+        for kind in Kind::builtins() {
+            assert!(
+                apimachinery::subscribe::is_always_delivered(&kind.group, &kind.plural),
+                "{} is delivered by node rules but the edge would subscribe to it",
+                kind.store_resource()
+            );
+        }
     }
 }

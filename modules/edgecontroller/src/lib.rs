@@ -10,7 +10,9 @@
 //! ([`apimachinery::forward::NodeRequest`]), authorized for the sending node ([`authz`]) and
 //! replayed against the API as that node ([`replay`]: impersonation, so the API's authorizer
 //! is the last gate), whose answer goes back unchanged; refusals are logged and answered with
-//! a `Status`. A node that connects without a Node gets one, with the edge label.
+//! a `Status`. A node that connects without a Node gets one, with the edge label. A node may
+//! also subscribe to a kind the node rules never send it ([`subscribe`]: checked by discovery
+//! and a SubjectAccessReview for the node's identity, then one shared watch per kind).
 //!
 //! An edge node is a node whose Node carries the edge label or that holds an authenticated
 //! session with cloudhub (cloudhub's digest question and its `connected` / `disconnected`
@@ -27,6 +29,7 @@ mod error;
 mod kinds;
 mod replay;
 mod state;
+mod subscribe;
 mod watch;
 
 use std::collections::{HashMap, HashSet};
@@ -87,6 +90,10 @@ pub struct Stats {
     pub writes: AtomicU64,
     /// Node writes refused by node authorization.
     pub refused: AtomicU64,
+    /// (node, kind) subscriptions being delivered now.
+    pub subscriptions: AtomicU64,
+    /// Subscriptions refused (403, 404, ...).
+    pub refused_subscriptions: AtomicU64,
 }
 
 /// The run loop's state.
@@ -100,6 +107,20 @@ struct Run<'a> {
     /// Digest and resync questions asked before every watch listed, with the messages to answer.
     parked: Vec<(ToController, Message)>,
     tasks: TaskTracker,
+    /// Where subscriptions checked at the API come back.
+    checks_tx: mpsc::Sender<subscribe::Checked>,
+    /// Where watch events go (for the watches of subscribed kinds).
+    watch_tx: mpsc::Sender<WatchEvent>,
+    watches: TaskTracker,
+    stop_watches: CancellationToken,
+    /// The watches of subscribed kinds, by kind id: cancelled with their last subscriber.
+    kind_watches: HashMap<usize, CancellationToken>,
+    /// Kinds whose watch has listed since it started.
+    listed: HashSet<usize>,
+    /// Subscriptions waiting for their kind's first list: (node, request).
+    waiting: HashMap<usize, Vec<(String, Message)>>,
+    /// The CRDs of subscribed custom resources, sent with each initial sync.
+    definitions: HashMap<usize, serde_json::Value>,
 }
 
 // === impl EdgeController ===
@@ -177,7 +198,14 @@ impl Module for EdgeController {
         let (tx, mut events) = mpsc::channel(1024);
         let watches = TaskTracker::new();
         let stop_watches = shutdown.child_token();
-        watch::spawn(&self.client, &self.kinds, tx, &watches, &stop_watches);
+        watch::spawn(
+            &self.client,
+            &self.kinds,
+            tx.clone(),
+            &watches,
+            &stop_watches,
+        );
+        let (checks_tx, mut checks) = mpsc::channel(64);
         let mut run = Run {
             ctl: self,
             ctx,
@@ -185,6 +213,14 @@ impl Module for EdgeController {
             unlisted: (0..Kind::builtins().len()).collect(),
             parked: Vec::new(),
             tasks: TaskTracker::new(),
+            checks_tx,
+            watch_tx: tx,
+            watches: watches.clone(),
+            stop_watches: stop_watches.clone(),
+            kind_watches: HashMap::new(),
+            listed: HashSet::new(),
+            waiting: HashMap::new(),
+            definitions: HashMap::new(),
         };
         let cancelled = shutdown.cancelled();
         tokio::pin!(cancelled);
@@ -193,6 +229,7 @@ impl Module for EdgeController {
                 biased;
                 _ = &mut cancelled => break,
                 Some(event) = events.recv() => run.on_watch(event).await,
+                Some(checked) = checks.recv() => run.on_checked(checked).await,
                 m = mailbox.recv() => match m {
                     Some(msg) => run.on_message(msg).await,
                     None => break,
@@ -231,6 +268,7 @@ impl Run<'_> {
             WatchEvent::Relisted { kind, objs } => {
                 let out = self.state.relist(kind, objs);
                 self.unlisted.remove(&kind);
+                self.kind_listed(kind);
                 out
             }
         };
@@ -302,6 +340,7 @@ impl Run<'_> {
             Operation::Insert | Operation::Update | Operation::Patch | Operation::Delete => {
                 self.write(&node, msg)
             }
+            Operation::Subscribe | Operation::Unsubscribe => self.on_subscription(&node, msg).await,
             _ => match ToController::from_message(&msg) {
                 Ok(question) => self.on_hub(question, msg).await,
                 Err(e) => self.refuse_message(&msg, &e),
@@ -358,9 +397,20 @@ impl Run<'_> {
     }
 
     /// The messages that bring a node from what it holds to what it should hold.
+    /// Held objects of kinds the cloud does not decide for the node (subscriptions a restarted
+    /// cloud has not heard of yet) are left alone: the node renews them on connect.
     fn resync(&self, node: &str, held: &wire::Inventory) -> Vec<Message> {
         let desired = self.state.desired(node);
-        let plan = wire::plan_resync(desired.iter().map(|o| (&o.key, &o.rv)), held);
+        let managed = self.state.managed_resources(node);
+        let held: wire::Inventory = held
+            .iter()
+            .filter(|(key, _)| {
+                let resource = key.split('/').next().unwrap_or_default();
+                managed.contains(resource)
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let plan = wire::plan_resync(desired.iter().map(|o| (&o.key, &o.rv)), &held);
         let by_key: std::collections::HashMap<&str, &Arc<Obj>> =
             desired.iter().map(|o| (o.key.as_str(), o)).collect();
         let mut out: Vec<Message> = plan
@@ -553,10 +603,21 @@ impl Handle {
                 "Writes from edge nodes refused by node authorization",
                 &self.stats.refused,
             ),
+            (
+                "refused_subscriptions",
+                "Subscriptions of edge nodes to a kind refused (403, 404, ...)",
+                &self.stats.refused_subscriptions,
+            ),
         ];
         for (name, help, value) in counters {
             sub.register(name, help, ConstCounter::new(value.load(Ordering::Relaxed)));
         }
+        let active = self.stats.subscriptions.load(Ordering::Relaxed);
+        sub.register(
+            "subscriptions",
+            "Kinds delivered to edge nodes because they subscribed, one per node and kind",
+            ConstGauge::new(i64::try_from(active).unwrap_or(i64::MAX)),
+        );
     }
 }
 

@@ -81,6 +81,10 @@ pub(crate) struct State {
     globals: BTreeSet<String>,
     /// node → custom resources bound to it.
     bound_on: HashMap<String, BTreeSet<String>>,
+    /// Subscribed kind → the nodes subscribed to it.
+    subscribers: HashMap<usize, BTreeSet<String>>,
+    /// Subscribed kind → the keys of its objects.
+    of_kind: HashMap<usize, BTreeSet<String>>,
 }
 
 // === impl Obj ===
@@ -149,7 +153,100 @@ impl State {
             ref_nodes: HashMap::new(),
             globals: BTreeSet::new(),
             bound_on: HashMap::new(),
+            subscribers: HashMap::new(),
+            of_kind: HashMap::new(),
         }
+    }
+
+    /// The kind with id `id`.
+    pub fn kind(&self, id: usize) -> &Kind {
+        &self.kinds[id]
+    }
+
+    /// The id of the kind `group`/`plural`, if watched or ever subscribed.
+    pub fn find_kind(&self, group: &str, plural: &str) -> Option<usize> {
+        self.kinds
+            .iter()
+            .position(|k| k.group == group && k.plural == plural)
+    }
+
+    /// Adds a kind (a subscribed one); returns its id.
+    pub fn add_kind(&mut self, kind: Kind) -> usize {
+        self.kinds.push(kind);
+        self.kinds.len() - 1
+    }
+
+    /// `node` gets every object of kind `kind` from now on; returns them (the node's initial
+    /// sync).
+    pub fn subscribe(&mut self, node: &str, kind: usize) -> Vec<Arc<Obj>> {
+        self.subscribers
+            .entry(kind)
+            .or_default()
+            .insert(node.to_owned());
+        self.of_kind(kind)
+    }
+
+    /// True when `node` subscribed to kind `kind`.
+    pub fn subscribed(&self, node: &str, kind: usize) -> bool {
+        self.subscribers
+            .get(&kind)
+            .is_some_and(|nodes| nodes.contains(node))
+    }
+
+    /// Every object of kind `kind`.
+    pub fn of_kind(&self, kind: usize) -> Vec<Arc<Obj>> {
+        match self.kinds[kind].scope {
+            Scope::Subscribed => self
+                .of_kind
+                .get(&kind)
+                .into_iter()
+                .flatten()
+                .filter_map(|k| self.objects.get(k).cloned())
+                .collect(),
+            _ => self
+                .objects
+                .values()
+                .filter(|o| o.kind == kind)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// `node` no longer gets kind `kind`. Returns true when nobody subscribes to it any more:
+    /// its objects are forgotten (its watch is to stop).
+    pub fn unsubscribe(&mut self, node: &str, kind: usize) -> bool {
+        let Some(nodes) = self.subscribers.get_mut(&kind) else {
+            return false;
+        };
+        nodes.remove(node);
+        if !nodes.is_empty() {
+            return false;
+        }
+        self.subscribers.remove(&kind);
+        for key in self.of_kind.remove(&kind).unwrap_or_default() {
+            self.objects.remove(&key);
+        }
+        true
+    }
+
+    /// How many (node, kind) subscriptions there are.
+    pub fn subscriptions(&self) -> usize {
+        self.subscribers.values().map(BTreeSet::len).sum()
+    }
+
+    /// The store resources the cloud decides for `node`: the kinds the node rules deliver and
+    /// the kinds it subscribed to. A resync leaves anything else the node holds alone (its
+    /// subscriptions, which a restarted cloud does not know yet, are the node's to renew).
+    pub fn managed_resources(&self, node: &str) -> HashSet<String> {
+        self.kinds
+            .iter()
+            .enumerate()
+            .filter(|(id, k)| {
+                k.scope != Scope::Subscribed
+                    || self.subscribers.get(id).is_some_and(|n| n.contains(node))
+            })
+            .map(|(_, k)| k.store_resource())
+            .collect()
     }
 
     #[cfg(test)]
@@ -245,6 +342,15 @@ impl State {
             }
             Scope::Global => self.place_everywhere(&obj, &mut out),
             Scope::Custom => self.custom_changed(old.as_ref(), &obj, &mut out),
+            Scope::Subscribed => {
+                self.of_kind
+                    .entry(obj.kind)
+                    .or_default()
+                    .insert(obj.key.clone());
+                for node in self.subscribed_edge_nodes(obj.kind) {
+                    out.push(Out::Upsert(node, obj.clone()));
+                }
+            }
         }
         out
     }
@@ -276,8 +382,27 @@ impl State {
             }
             Scope::Global => self.remove_everywhere(&obj, &mut out),
             Scope::Custom => self.unplace(&obj, &mut out),
+            Scope::Subscribed => {
+                if let Some(keys) = self.of_kind.get_mut(&obj.kind) {
+                    keys.remove(key);
+                }
+                for node in self.subscribed_edge_nodes(obj.kind) {
+                    out.push(Out::Delete(node, obj.clone()));
+                }
+            }
         }
         out
+    }
+
+    /// The edge nodes subscribed to kind `kind`.
+    fn subscribed_edge_nodes(&self, kind: usize) -> Vec<String> {
+        self.subscribers
+            .get(&kind)
+            .into_iter()
+            .flatten()
+            .filter(|n| self.edge.contains(*n))
+            .cloned()
+            .collect()
     }
 
     /// A watch of kind `kind` relisted: `objs` is everything there is now. What disappeared
@@ -316,11 +441,17 @@ impl State {
         let refs = self.node_refs.get(node).into_iter().flat_map(|m| m.keys());
         let pods = self.pods_on.get(node).into_iter().flatten();
         let bound = self.bound_on.get(node).into_iter().flatten();
+        let subscribed = self
+            .subscribers
+            .iter()
+            .filter(|(_, nodes)| nodes.contains(node))
+            .flat_map(|(kind, _)| self.of_kind.get(kind).into_iter().flatten());
         std::iter::once(&node_key)
             .chain(&named)
             .chain(refs)
             .chain(self.globals.iter())
             .chain(bound)
+            .chain(subscribed)
             .chain(pods)
             .filter_map(|k| self.objects.get(k).cloned())
             .collect()

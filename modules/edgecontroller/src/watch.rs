@@ -33,15 +33,26 @@ pub(crate) fn spawn(
     shutdown: &CancellationToken,
 ) {
     for (id, kind) in kinds.iter().enumerate() {
-        let (client, kind, tx, shutdown) =
-            (client.clone(), kind.clone(), tx.clone(), shutdown.clone());
-        tasks.spawn(async move {
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = watch(client, id, kind, tx) => {}
-            }
-        });
+        spawn_one(client, id, kind, tx.clone(), tasks, shutdown);
     }
+}
+
+/// Starts the watch of kind `kind` (id `id`); events go to `tx` until `stop`.
+pub(crate) fn spawn_one(
+    client: &Client,
+    id: usize,
+    kind: &Kind,
+    tx: mpsc::Sender<WatchEvent>,
+    tasks: &TaskTracker,
+    stop: &CancellationToken,
+) {
+    let (client, kind, stop) = (client.clone(), kind.clone(), stop.clone());
+    tasks.spawn(async move {
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = watch(client, id, kind, tx) => {}
+        }
+    });
 }
 
 async fn watch(client: Client, id: usize, kind: Kind, tx: mpsc::Sender<WatchEvent>) {

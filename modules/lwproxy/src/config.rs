@@ -52,6 +52,23 @@ pub struct Config {
     /// Other requests one client has in flight at once (a list counts until its body is
     /// sent); the next is refused with a 429. Default 64.
     pub max_requests_per_client: usize,
+    /// A kind this node subscribed to (one the node rules do not send, read by a local client)
+    /// that no client read for this long, with no watch open, is dropped: the cloud stops
+    /// sending it and its objects leave the edge store. Default `1h`.
+    #[serde(with = "daemon::duration")]
+    pub subscription_idle_timeout: Duration,
+    /// How long the first read of a kind waits for the cloud's initial sync of it before it
+    /// gets a 504. Default `10s`.
+    #[serde(with = "daemon::duration")]
+    pub subscription_sync_timeout: Duration,
+    /// How long the cloud's refusal of a kind (403, 404) is answered before it is asked again
+    /// (it is asked again on reconnect too). Default `5m`.
+    #[serde(with = "daemon::duration")]
+    pub subscription_refusal_ttl: Duration,
+    /// How often a subscribed kind is asked for again: the cloud checks the node's RBAC again
+    /// (a grant removed since takes the kind away) and sends the kind whole. Default `10m`.
+    #[serde(with = "daemon::duration")]
+    pub subscription_renew_interval: Duration,
 }
 
 // === impl Config ===
@@ -78,6 +95,20 @@ impl Config {
         }
     }
 
+    /// The subscription settings.
+    pub(crate) fn subscriptions(&self) -> crate::subscribe::Settings {
+        crate::subscribe::Settings {
+            sync_timeout: self.subscription_sync_timeout,
+            idle: self.subscription_idle_timeout,
+            refusal_ttl: self.subscription_refusal_ttl,
+            request_timeout: self.forward_timeout.max(self.subscription_sync_timeout),
+            // A zero interval would spin.
+            renew: self
+                .subscription_renew_interval
+                .max(Duration::from_millis(100)),
+        }
+    }
+
     /// Whether HTTPS is configured.
     pub fn tls(&self) -> bool {
         !self.tls_cert_file.as_os_str().is_empty()
@@ -101,6 +132,10 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(90),
             max_watches_per_client: 256,
             max_requests_per_client: 64,
+            subscription_idle_timeout: Duration::from_secs(3600),
+            subscription_sync_timeout: Duration::from_secs(10),
+            subscription_refusal_ttl: Duration::from_secs(300),
+            subscription_renew_interval: Duration::from_secs(600),
         }
     }
 }

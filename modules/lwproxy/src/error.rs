@@ -21,4 +21,7 @@ pub enum LwProxyError {
     /// The CRDs held in the edge store could not be read.
     #[error("reading the CRDs held in the edge store")]
     Store(#[from] objstore::StoreError),
+    /// The subscriptions held in the edge store could not be read.
+    #[error("reading the subscriptions held in the edge store")]
+    Subscriptions(#[from] metamanager::MetaError),
 }

@@ -10,7 +10,8 @@
 //! the cloud last issued for it while that is valid ([`tokens`]); other writes get a 503. Loopback callers are trusted as a local admin
 //! for reads; a loopback listener serves only requests naming a loopback host (DNS
 //! rebinding, see [`host`]); forwarded writes carry checked names and are made in the cloud
-//! with this node's rights, never more.
+//! with this node's rights, never more. A read of a kind the node rules never send the node
+//! is not an empty list: lwproxy subscribes to it at the cloud first ([`subscribe`]).
 #![forbid(unsafe_code)]
 
 mod backend;
@@ -22,6 +23,7 @@ mod error;
 mod host;
 mod local;
 mod refusals;
+mod subscribe;
 mod through;
 mod tokens;
 
@@ -37,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::backend::Forwarder;
+use crate::subscribe::Subscriptions;
 
 pub use config::Config;
 pub use error::LwProxyError;
@@ -71,6 +74,7 @@ const DRAIN: Duration = Duration::from_secs(5);
 pub struct LwProxy {
     config: Config,
     forwarder: Arc<Forwarder>,
+    subscriptions: Arc<Subscriptions>,
     store: objstore::Store,
     registry: Registry,
     serving: Mutex<Option<Serving>>,
@@ -93,6 +97,7 @@ pub struct Handle {
     connections: kapi::ServeStats,
     limiter: kapi::ClientLimiter,
     app: axum::Router,
+    subscriptions: Arc<Subscriptions>,
 }
 
 // === impl LwProxy ===
@@ -110,6 +115,13 @@ impl LwProxy {
         let store = meta.store().clone();
         let registry = Registry::new(apimachinery::catalog::builtins());
         kapi::local::register_existing_crds(&store, &registry).await?;
+        let subscriptions = Subscriptions::new(
+            meta.clone(),
+            link.clone(),
+            registry.clone(),
+            config.subscriptions(),
+        );
+        subscriptions.restore().await?;
         let forwarder = Forwarder::new(meta, link, config.forward_timeout);
         let api = Api {
             registry: registry.clone(),
@@ -129,7 +141,7 @@ impl LwProxy {
         };
         let listener = TcpListener::bind(config.server).await.map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
-        let app = kapi::router(api);
+        let app = subscriptions.layer(kapi::router(api));
         let limiter = kapi::ClientLimiter::new(config.client_limits());
         let refusals = Refusals::default();
         let handle = Handle {
@@ -139,6 +151,7 @@ impl LwProxy {
             connections: kapi::ServeStats::default(),
             limiter: limiter.clone(),
             app: app.clone(),
+            subscriptions: subscriptions.clone(),
         };
         tracing::info!(bound = %addr, url = %handle.url(), "lwproxy listening");
         // A loopback listener serves loopback names only (DNS rebinding); only what comes over
@@ -157,6 +170,7 @@ impl LwProxy {
         let proxy = LwProxy {
             config,
             forwarder,
+            subscriptions,
             store,
             registry,
             serving: Mutex::new(Some(serving)),
@@ -193,8 +207,10 @@ impl Module for LwProxy {
         let Some(s) = taken else {
             return Err("the lwproxy listener was already used by an earlier run".into());
         };
+        self.subscriptions.attach(ctx.clone());
         self.forwarder.attach(ctx);
         let tasks = TaskTracker::new();
+        tasks.spawn(self.subscriptions.clone().run(shutdown.clone()));
         let crds = crds::follow(self.store.clone(), self.registry.clone(), shutdown.clone());
         tasks.spawn(crds);
         let config = self.config.serve_config();
@@ -264,6 +280,18 @@ impl Handle {
             "lwproxy_refused_requests",
             "Requests lwproxy answered with 400 or more, by code",
             refused,
+        );
+        use prometheus_client::metrics::gauge::Gauge;
+        let subscriptions = Family::<Vec<(String, String)>, Gauge>::default();
+        for (state, n) in self.subscriptions.counts() {
+            subscriptions
+                .get_or_create(&vec![("state".to_owned(), state.to_owned())])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        registry.register(
+            "lwproxy_subscriptions",
+            "Kinds this node subscribed to (the node rules do not send them), by state",
+            subscriptions,
         );
     }
 

@@ -17,6 +17,7 @@ mod downstream;
 mod error;
 mod module;
 pub mod object;
+mod subscriptions;
 mod through;
 
 use std::convert::Infallible;
@@ -34,6 +35,7 @@ pub use config::{Config, DatabaseConfig};
 pub use downstream::Downstream;
 pub use error::MetaError;
 pub use module::MetaManager;
+pub use subscriptions::{RECORDS as SUBSCRIPTION_RECORDS, SubscriptionRecord};
 pub use through::{CloudAnswer, WrittenThrough};
 
 /// Module name.

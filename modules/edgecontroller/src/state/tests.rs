@@ -382,3 +382,55 @@ fn managed_fields_are_not_sent_to_nodes() {
     assert!(sent["metadata"].get("managedFields").is_none(), "{sent}");
     assert_eq!(sent["data"]["a"], "b");
 }
+
+#[test]
+fn a_subscribed_kind_goes_only_to_the_nodes_that_subscribed_and_stops_with_the_last() {
+    let mut s = state();
+    s.apply(node(&s, "n1", true, "1"));
+    s.apply(node(&s, "n2", true, "2"));
+    let sub =
+        apimachinery::subscribe::Subscription::new("networking.k8s.io", "v1", "networkpolicies")
+            .unwrap();
+    let id = s.add_kind(Kind::subscribed(&sub, "NetworkPolicy"));
+    let a = obj(
+        &s,
+        "networkpolicies",
+        json!({"metadata": {"name": "a", "namespace": "default", "resourceVersion": "3"}}),
+    );
+    assert!(s.relist(id, vec![a]).is_empty(), "nobody subscribed yet");
+    let initial = s.subscribe("n1", id);
+    assert_eq!(initial.len(), 1);
+    assert!(
+        s.desired("n1")
+            .iter()
+            .any(|o| o.key == "networkpolicies.networking.k8s.io/default/a")
+    );
+    assert!(!s.desired("n2").iter().any(|o| o.kind == id));
+    let b = obj(
+        &s,
+        "networkpolicies",
+        json!({"metadata": {"name": "b", "namespace": "default", "resourceVersion": "4"}}),
+    );
+    assert_eq!(
+        summary(&s.apply(b)),
+        vec![up("n1", "networkpolicies.networking.k8s.io/default/b")]
+    );
+    assert!(
+        s.managed_resources("n1")
+            .contains("networkpolicies.networking.k8s.io")
+    );
+    assert!(
+        !s.managed_resources("n2")
+            .contains("networkpolicies.networking.k8s.io")
+    );
+    assert_eq!(s.subscriptions(), 1);
+    assert!(s.unsubscribe("n1", id), "the last subscriber left");
+    assert!(s.of_kind(id).is_empty());
+    assert!(!s.desired("n1").iter().any(|o| o.kind == id));
+    let c = obj(
+        &s,
+        "networkpolicies",
+        json!({"metadata": {"name": "c", "namespace": "default", "resourceVersion": "5"}}),
+    );
+    assert!(s.apply(c).is_empty(), "nobody gets the kind any more");
+}
