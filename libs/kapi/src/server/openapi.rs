@@ -21,6 +21,7 @@
 mod builtin;
 mod crd;
 mod document;
+mod paths;
 mod proto;
 mod strict;
 #[cfg(test)]
