@@ -152,7 +152,10 @@ impl ApiServer {
             tls: Arc::new(tls),
             api: api.clone(),
             address,
-            app: serve::authenticated(kapi::metered_router(api), authenticator),
+            app: serve::authenticated(
+                kapi::with_proxy(kapi::metered_router(api), config.proxy_config()),
+                authenticator,
+            ),
         };
         let handle = Handle {
             addr,
