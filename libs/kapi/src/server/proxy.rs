@@ -95,11 +95,13 @@ pub(crate) async fn serve(
         )));
     }
     let Some(config) = config else {
-        let node = match resource {
-            "nodes" => id.name.clone(),
-            _ => str_at(&obj, "/spec/nodeName"),
-        };
-        return Err(unreachable_kubelet(&node, &format!("{resource}/proxy")));
+        return Err(match resource {
+            "nodes" => unreachable_kubelet(&id.name, "nodes/proxy"),
+            "pods" => unreachable_kubelet(&str_at(&obj, "/spec/nodeName"), "pods/proxy"),
+            _ => ApiError::service_unavailable(format!(
+                "{resource}/proxy is not served by this endpoint"
+            )),
+        });
     };
     let backend = match resource {
         "pods" => location::pod_backend(&obj, &id, namespace, config.allow_loopback)?,
