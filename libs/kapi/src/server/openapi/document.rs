@@ -78,8 +78,8 @@ impl Model {
             })
             .collect();
         let mut paths = Map::new();
-        for (r, _) in &self.kinds {
-            paths::add(&mut paths, r, Version::V2);
+        for (r, definition) in &self.kinds {
+            paths::add(&mut paths, r, definition, Version::V2);
         }
         json!({
             "swagger": "2.0",
@@ -105,8 +105,8 @@ impl Model {
                         .map(|(name, schema)| (name, to_v3(&schema)))
                         .collect();
                 let mut paths = Map::new();
-                for (r, _) in kinds {
-                    paths::add(&mut paths, r, Version::V3);
+                for (r, definition) in kinds {
+                    paths::add(&mut paths, r, definition, Version::V3);
                 }
                 let doc = json!({
                     "openapi": "3.0.0",

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::super::subresource;
 use super::document::gv_path;
+use super::{REF_V2, REF_V3};
 
 /// The document version the paths are written for (parameters and bodies differ).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,13 +20,14 @@ pub(super) enum Version {
     V3,
 }
 
-/// Adds every path of `r` to `paths`.
-pub(super) fn add(paths: &mut Map<String, Value>, r: &ResourceInfo, v: Version) {
+/// Adds every path of `r`, whose kind's definition is `definition`, to `paths`.
+pub(super) fn add(paths: &mut Map<String, Value>, r: &ResourceInfo, definition: &str, v: Version) {
     let names = Names::of(r);
     let b = Builder {
         r,
         v,
         names: &names,
+        definition,
     };
     let gv = format!("/{}", gv_path(r));
     let scope = if r.namespaced {
@@ -61,6 +63,8 @@ struct Builder<'a> {
     r: &'a ResourceInfo,
     v: Version,
     names: &'a Names,
+    /// The definition of the resource's kind, which reads and writes of the object answer.
+    definition: &'a str,
 }
 
 const LIST_PARAMS: &[&str] = &[
@@ -133,7 +137,8 @@ impl Builder<'_> {
             ops.push(("get", self.op("list", &n.id("list", ""), LIST_PARAMS)));
         }
         if self.serves("create") {
-            ops.push(("post", self.op("post", &n.id("create", ""), WRITE_PARAMS)));
+            let op = self.op("post", &n.id("create", ""), WRITE_PARAMS);
+            ops.push(("post", self.answers_object(op)));
         }
         if self.serves("deletecollection") {
             let id = format!("delete{}Collection{}{}", n.group_version, n.scope, n.kind);
@@ -149,13 +154,15 @@ impl Builder<'_> {
         let n = self.names;
         let mut ops = Vec::new();
         if self.serves("get") {
-            ops.push(("get", self.op("get", &n.id("read", ""), &[])));
+            let op = self.op("get", &n.id("read", ""), &[]);
+            ops.push(("get", self.answers_object(op)));
         }
         if self.serves("update") {
-            ops.push(("put", self.op("put", &n.id("replace", ""), WRITE_PARAMS)));
+            let op = self.op("put", &n.id("replace", ""), WRITE_PARAMS);
+            ops.push(("put", self.answers_object(op)));
         }
         if self.serves("patch") {
-            ops.push(("patch", self.patch(&n.id("patch", ""))));
+            ops.push(("patch", self.answers_object(self.patch(&n.id("patch", "")))));
         }
         if self.serves("delete") {
             ops.push((
@@ -237,8 +244,10 @@ impl Builder<'_> {
                         "patch" => self.patch(&id),
                         _ => self.op(action, &id, query),
                     };
-                    if let Some((g, v, k)) = &kind {
-                        op["x-kubernetes-group-version-kind"] = gvk(g, v, k);
+                    match &kind {
+                        Some((g, v, k)) => op["x-kubernetes-group-version-kind"] = gvk(g, v, k),
+                        // `status` and its like read and write the object itself.
+                        None => op = self.answers_object(op),
                     }
                     ops.push((method, op));
                 }
@@ -274,6 +283,21 @@ impl Builder<'_> {
                     .map(|t| (t.to_string(), json!({ "schema": { "type": "object" } })))
                     .collect();
                 op["requestBody"] = json!({ "content": content, "required": true });
+            }
+        }
+        op
+    }
+
+    /// `op` with its `200` answer typed as the resource's kind.
+    fn answers_object(&self, mut op: Value) -> Value {
+        let ok = &mut op["responses"]["200"];
+        match self.v {
+            Version::V2 => {
+                ok["schema"] = json!({ "$ref": format!("{REF_V2}{}", self.definition) });
+            }
+            Version::V3 => {
+                let schema = json!({ "$ref": format!("{REF_V3}{}", self.definition) });
+                ok["content"] = json!({ "application/json": { "schema": schema } });
             }
         }
         op
@@ -405,163 +429,4 @@ fn param(name: &str, place: &str, v: Version) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::super::document::Model;
-    use super::*;
-
-    fn model() -> Model {
-        let all: Vec<Arc<ResourceInfo>> = apimachinery::catalog::builtins()
-            .into_iter()
-            .map(Arc::new)
-            .collect();
-        Model::new(&all, &[])
-    }
-
-    /// `(operationId, x-kubernetes-action)` of `method` on `path`.
-    fn op<'a>(paths: &'a Value, path: &str, method: &str) -> (&'a str, &'a str) {
-        let op = &paths[path][method];
-        let id = op["operationId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{method} {path}"));
-        (id, op["x-kubernetes-action"].as_str().unwrap_or_default())
-    }
-
-    #[test]
-    fn both_documents_list_subresources_all_namespaces_lists_and_watches_as_kube_does() {
-        let m = model();
-        let v3 = m.v3();
-        for (paths, apps) in [
-            (&m.v2()["paths"], &m.v2()["paths"]),
-            (&v3["api/v1"]["paths"], &v3["apis/apps/v1"]["paths"]),
-        ] {
-            let status = "/api/v1/namespaces/{namespace}/pods/{name}/status";
-            assert_eq!(
-                op(paths, status, "get"),
-                ("readCoreV1NamespacedPodStatus", "get")
-            );
-            assert_eq!(
-                op(paths, status, "put"),
-                ("replaceCoreV1NamespacedPodStatus", "put")
-            );
-            assert_eq!(
-                op(paths, status, "patch"),
-                ("patchCoreV1NamespacedPodStatus", "patch")
-            );
-            assert_eq!(
-                op(paths, "/api/v1/pods", "get"),
-                ("listCoreV1PodForAllNamespaces", "list")
-            );
-            assert_eq!(
-                op(paths, "/api/v1/watch/namespaces/{namespace}/pods", "get"),
-                ("watchCoreV1NamespacedPodList", "watchlist")
-            );
-            assert_eq!(
-                op(
-                    paths,
-                    "/api/v1/watch/namespaces/{namespace}/pods/{name}",
-                    "get"
-                ),
-                ("watchCoreV1NamespacedPod", "watch")
-            );
-            assert_eq!(
-                op(paths, "/api/v1/watch/pods", "get"),
-                ("watchCoreV1PodListForAllNamespaces", "watchlist")
-            );
-            assert_eq!(
-                op(paths, "/api/v1/namespaces/{namespace}/pods", "delete"),
-                ("deleteCoreV1CollectionNamespacedPod", "deletecollection")
-            );
-            assert_eq!(
-                op(
-                    paths,
-                    "/api/v1/namespaces/{namespace}/pods/{name}/log",
-                    "get"
-                ),
-                ("readCoreV1NamespacedPodLog", "get")
-            );
-            assert_eq!(
-                op(
-                    paths,
-                    "/api/v1/namespaces/{namespace}/pods/{name}/exec",
-                    "post"
-                ),
-                ("connectCoreV1PostNamespacedPodExec", "connect")
-            );
-            let proxy = "/api/v1/namespaces/{namespace}/services/{name}/proxy/{path}";
-            assert_eq!(
-                op(paths, proxy, "get"),
-                ("connectCoreV1GetNamespacedServiceProxyWithPath", "connect")
-            );
-            assert_eq!(
-                paths[proxy]["get"]["x-kubernetes-group-version-kind"]["kind"],
-                "ServiceProxyOptions"
-            );
-            assert_eq!(
-                op(paths, "/api/v1/nodes/{name}/proxy", "head").0,
-                "connectCoreV1HeadNodeProxy"
-            );
-            assert_eq!(
-                op(paths, "/api/v1/watch/nodes", "get"),
-                ("watchCoreV1NodeList", "watchlist")
-            );
-            assert_eq!(
-                op(paths, "/api/v1/namespaces/{name}/finalize", "put"),
-                ("replaceCoreV1NamespaceFinalize", "put")
-            );
-            let scale = "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale";
-            assert_eq!(
-                op(apps, scale, "get"),
-                ("readAppsV1NamespacedDeploymentScale", "get")
-            );
-            assert_eq!(
-                op(apps, scale, "patch"),
-                ("patchAppsV1NamespacedDeploymentScale", "patch")
-            );
-            let gvk = &apps[scale]["get"]["x-kubernetes-group-version-kind"];
-            assert_eq!(
-                (gvk["group"].as_str(), gvk["kind"].as_str()),
-                (Some("autoscaling"), Some("Scale"))
-            );
-            let params: Vec<&str> = apps[scale]["parameters"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|p| p["name"].as_str())
-                .collect();
-            assert_eq!(params, ["name", "namespace"]);
-        }
-    }
-
-    #[test]
-    fn only_served_verbs_get_operations() {
-        let m = model();
-        let v2 = m.v2();
-        let paths = &v2["paths"];
-        // A binding is only created; a TokenReview only created, with no object path.
-        let binding = "/api/v1/namespaces/{namespace}/pods/{name}/binding";
-        assert!(paths[binding]["post"].is_object() && paths[binding]["get"].is_null());
-        let reviews = "/apis/authentication.k8s.io/v1/tokenreviews";
-        assert!(paths[reviews]["post"].is_object() && paths[reviews]["get"].is_null());
-        assert!(paths[format!("{reviews}/{{name}}")].is_null());
-        let count = paths.as_object().unwrap().len();
-        println!("v2 paths: {count}");
-        // 116 before subresources, all-namespaces lists and watches were listed.
-        assert!(count > 300, "{count} paths");
-    }
-
-    #[test]
-    fn group_names_are_spelled_as_kube_spells_them() {
-        assert_eq!(group_name(""), "Core");
-        assert_eq!(group_name("apps"), "Apps");
-        assert_eq!(group_name("rbac.authorization.k8s.io"), "RbacAuthorization");
-        assert_eq!(
-            group_name("flowcontrol.apiserver.k8s.io"),
-            "FlowcontrolApiserver"
-        );
-        assert_eq!(group_name("stable.example.com"), "StableExampleCom");
-        assert_eq!(connect_kind("Pod", "portforward"), "PodPortForwardOptions");
-        assert_eq!(connect_kind("Service", "proxy"), "ServiceProxyOptions");
-    }
-}
+mod tests;
