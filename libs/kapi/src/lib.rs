@@ -26,7 +26,7 @@ pub use serve::{
     Connection, InFlightLimits, Level, PeerCertificate, RemoteAddr, ServeConfig, ServeStats,
     fair_share, serve,
 };
-pub use server::{bad_objects_skipped, metered_router, router};
+pub use server::{ProxyConfig, bad_objects_skipped, metered_router, router, with_proxy};
 pub use size::{MAX_OBJECT_BYTES, check_object_size};
 
 /// Who makes a request (from a bearer token or a client certificate, or the local default).

@@ -24,7 +24,9 @@
 //! - `scale` is computed from its parent on each read; the kubelet streams (`pods/log`,
 //!   `exec`, `attach`, `portforward`, `proxy`, `nodes/proxy`) answer as kube-apiserver does
 //!   when it cannot dial the kubelet, until a tunnel to the edge serves them
-//!   ([`subresource`]).
+//!   ([`subresource`]). The `proxy` subresources of pods, Services and nodes are proxied
+//!   to the pod's (or node's) address when the router has a [`ProxyConfig`] ([`proxy`]),
+//!   and authorized as the verb each method means.
 //! - Resource requests need a user (the request's [`User`] or the default), else 401;
 //!   discovery, `/version` and OpenAPI do not, but when there is a user and an
 //!   [`crate::Authorizer`], it is asked about the path first. Reads (get, list, watch, and
@@ -41,6 +43,7 @@ mod negotiate;
 mod openapi;
 mod order;
 mod path;
+mod proxy;
 mod query;
 mod read;
 mod render;
@@ -64,6 +67,7 @@ use axum::response::{IntoResponse, Response};
 use crate::{Api, ReadRequest, User};
 use error::ErrorResponse;
 use path::{ResourcePath, Route};
+pub use proxy::{ProxyConfig, with_proxy};
 use query::Params;
 pub use render::bad_objects_skipped;
 
@@ -230,6 +234,10 @@ async fn resource(
             authorize_read(api, &user, "get", &target, &params).await?;
             negotiate::output(&parts.headers, protobuf)?;
             subresource::get_scale(api, &target).await
+        }
+        (method, true, Some("proxy")) => {
+            authorize_read(api, &user, &proxy::verb(method), &target, &params).await?;
+            proxy::serve(api, &target, parts, body).await
         }
         (method, true, Some(sub)) if subresource::is_tunnel(sub, method) => {
             authorize_read(api, &user, "get", &target, &params).await?;

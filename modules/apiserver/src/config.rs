@@ -94,6 +94,14 @@ pub struct Config {
     /// (`--service-node-port-range`). Default `30000-32767`.
     #[schemars(with = "String")]
     pub service_node_port_range: PortRange,
+    /// How long a pod, Service endpoint or node has to accept the connection of a proxy
+    /// request (`pods/<name>/proxy`, `services/<name>/proxy`) before it counts as unreachable
+    /// from the cloud (an edge pod) and the request gets a 503 naming its node. Default `1s`.
+    #[serde(with = "daemon::duration")]
+    pub proxy_dial_timeout: Duration,
+    /// Proxy requests to loopback addresses. kube-apiserver refuses them, as they reach the API
+    /// server's own host; a single-host setup (or a test) may turn this on. Default false.
+    pub proxy_to_loopback: bool,
 }
 
 impl Default for Config {
@@ -127,6 +135,8 @@ impl Default for Config {
             max_requests_in_flight_per_user: 50,
             service_cluster_ip_range: ServiceRanges::default().cluster_ips,
             service_node_port_range: ServiceRanges::default().node_ports,
+            proxy_dial_timeout: Duration::from_secs(1),
+            proxy_to_loopback: false,
         }
     }
 }
@@ -153,6 +163,11 @@ impl Config {
             ..kapi::ServeConfig::default()
         }
     }
+    /// How the proxy subresources reach pods, Services and nodes.
+    pub fn proxy_config(&self) -> kapi::ProxyConfig {
+        kapi::ProxyConfig::new(self.proxy_dial_timeout, self.proxy_to_loopback)
+    }
+
     /// Where Services' cluster IPs and node ports are allocated from.
     pub fn service_ranges(&self) -> ServiceRanges {
         ServiceRanges {

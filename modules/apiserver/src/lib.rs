@@ -163,10 +163,9 @@ impl ApiServer {
             api: api.clone(),
             address,
             app: serve::authenticated(
-                kapi::metered_router(api).layer(axum::middleware::from_fn_with_state(
-                    component_service,
-                    componentstatus::serve,
-                )),
+                kapi::with_proxy(kapi::metered_router(api), config.proxy_config()).layer(
+                    axum::middleware::from_fn_with_state(component_service, componentstatus::serve),
+                ),
                 authenticator,
             ),
         };

@@ -164,7 +164,7 @@ fn services() -> ResourceInfo {
     ResourceInfo::new("", "v1", "Service", "services", true)
         .short_names(&["svc"])
         .categories(&["all"])
-        .subresources(&["status"])
+        .subresources(&["status", "proxy"])
         .selectable(&["spec.clusterIP", "spec.type"])
         .columns(vec![
             Column::name(),

@@ -9,6 +9,10 @@
 //!   kube-apiserver does (`com.example.v1.Widget`); kinds with no known schema get an open
 //!   object schema. Each kind's definition carries `x-kubernetes-group-version-kind`.
 //!
+//! The paths are kube-apiserver's ([`paths`]): collection and object, the list across all
+//! namespaces, the `/watch/` paths, and every subresource, each operation with kube's
+//! operation id (`readCoreV1NamespacedPodStatus`) and `x-kubernetes-action`.
+//!
 //! Every write operation declares the `fieldValidation` query parameter, so `kubectl`
 //! (1.27 and later) leaves validation to the server ([`strict`]); PATCH
 //! operations list the patch types, strategic merge for built-ins only, as kube-apiserver.
@@ -21,6 +25,7 @@
 mod builtin;
 mod crd;
 mod document;
+mod paths;
 mod proto;
 mod strict;
 #[cfg(test)]

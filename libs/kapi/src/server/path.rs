@@ -144,11 +144,15 @@ struct Shape {
 fn shape(segments: &[String], is_namespaced: impl Fn(&str) -> bool) -> Option<Shape> {
     let owned = |s: &String| Some(s.clone());
     let mut segs: Vec<&str> = segments.iter().map(String::as_str).collect();
-    // `.../{name}/proxy/{path...}`: the proxied path is the proxy subresource's business.
-    if let Some(at) = segs.iter().position(|s| *s == "proxy")
-        && at >= 2
-        && at + 1 < segs.len()
-    {
+    // `.../{name}/proxy/{path...}`: the proxied path is the proxy subresource's business. The
+    // subresource sits after `namespaces/<ns>/<plural>/<name>` or `<plural>/<name>` (a pod
+    // named `proxy` is no subresource).
+    let at = match segs.as_slice() {
+        ["namespaces", _, _, _, "proxy", _, ..] => Some(4),
+        [_, _, "proxy", _, ..] => Some(2),
+        _ => None,
+    };
+    if let Some(at) = at {
         segs.truncate(at + 1);
     }
     let segments = &segments[..segs.len()];
@@ -305,6 +309,11 @@ mod tests {
         );
         let s = shape(&segs("namespaces/a/pods/p/proxy/x"), namespaced).unwrap();
         assert_eq!(s.subresource.as_deref(), Some("proxy"));
+        let s = shape(&segs("namespaces/a/pods/proxy/proxy/x/proxy"), namespaced).unwrap();
+        assert_eq!(
+            (s.name.as_deref(), s.subresource.as_deref()),
+            (Some("proxy"), Some("proxy"))
+        );
         let s = shape(&segs("namespaces"), namespaced).unwrap();
         assert_eq!(s.plural, "namespaces");
     }

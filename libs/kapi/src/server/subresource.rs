@@ -149,7 +149,7 @@ fn check_pod_stream(
 }
 
 /// What kube-apiserver answers when it cannot dial a node's kubelet: a 500 with no reason.
-fn unreachable_kubelet(node: &str, what: &str) -> ApiError {
+pub(crate) fn unreachable_kubelet(node: &str, what: &str) -> ApiError {
     ApiError::new(
         500,
         "",

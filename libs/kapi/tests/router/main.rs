@@ -9,6 +9,7 @@ mod list;
 mod list_bodies;
 mod local;
 mod protobuf;
+mod proxy;
 mod sizes;
 mod surface;
 mod validation;

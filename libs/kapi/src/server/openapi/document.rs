@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::builtin::{builtins, ref_name};
 use super::crd;
+use super::paths::{self, Version};
 use super::{Gvk, REF_V3};
 
 /// The served kinds and the definitions they reach, references in the v2 form.
@@ -77,8 +78,8 @@ impl Model {
             })
             .collect();
         let mut paths = Map::new();
-        for (r, _) in &self.kinds {
-            add_paths(&mut paths, r, Version::V2);
+        for (r, definition) in &self.kinds {
+            paths::add(&mut paths, r, definition, Version::V2);
         }
         json!({
             "swagger": "2.0",
@@ -104,8 +105,8 @@ impl Model {
                         .map(|(name, schema)| (name, to_v3(&schema)))
                         .collect();
                 let mut paths = Map::new();
-                for (r, _) in kinds {
-                    add_paths(&mut paths, r, Version::V3);
+                for (r, definition) in kinds {
+                    paths::add(&mut paths, r, definition, Version::V3);
                 }
                 let doc = json!({
                     "openapi": "3.0.0",
@@ -197,103 +198,4 @@ fn to_v3(schema: &Value) -> Value {
         Value::Array(list) => Value::Array(list.iter().map(to_v3).collect()),
         other => other.clone(),
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Version {
-    V2,
-    V3,
-}
-
-/// The collection and object paths of a resource with their operations, each tagged with the
-/// kind's `x-kubernetes-group-version-kind` and declaring `fieldValidation` on writes (which
-/// `kubectl` checks before it leaves validation to the server).
-fn add_paths(paths: &mut Map<String, Value>, r: &ResourceInfo, v: Version) {
-    let scope = if r.namespaced {
-        "/namespaces/{namespace}"
-    } else {
-        ""
-    };
-    let collection = format!("/{}{scope}/{}", gv_path(r), r.plural);
-    let ns: &[&str] = if r.namespaced { &["namespace"] } else { &[] };
-    let mut object_params = vec!["name"];
-    object_params.extend_from_slice(ns);
-    paths.insert(
-        collection.clone(),
-        json!({
-            "parameters": path_params(ns, v),
-            "get": operation(r, "list", &[], v),
-            "post": operation(r, "post", WRITE_PARAMS, v),
-        }),
-    );
-    let mut patch = operation(r, "patch", PATCH_PARAMS, v);
-    let patch_types = patch_types(r);
-    match v {
-        Version::V2 => patch["consumes"] = json!(patch_types),
-        Version::V3 => {
-            let content: Map<String, Value> = patch_types
-                .iter()
-                .map(|t| (t.to_string(), json!({ "schema": { "type": "object" } })))
-                .collect();
-            patch["requestBody"] = json!({ "content": content, "required": true });
-        }
-    }
-    paths.insert(
-        format!("{collection}/{{name}}"),
-        json!({
-            "parameters": path_params(&object_params, v),
-            "get": operation(r, "get", &[], v),
-            "put": operation(r, "put", WRITE_PARAMS, v),
-            "patch": patch,
-            "delete": operation(r, "delete", &["dryRun", "gracePeriodSeconds", "propagationPolicy"], v),
-        }),
-    );
-}
-
-const WRITE_PARAMS: &[&str] = &["dryRun", "fieldManager", "fieldValidation"];
-const PATCH_PARAMS: &[&str] = &["dryRun", "fieldManager", "fieldValidation", "force"];
-
-/// The patch types a resource takes: strategic merge for built-ins only, as kube-apiserver
-/// (`kubectl apply` computes a JSON merge patch for a kind without it).
-fn patch_types(r: &ResourceInfo) -> Vec<&'static str> {
-    let mut types = vec![
-        "application/json-patch+json",
-        "application/merge-patch+json",
-    ];
-    if !r.custom {
-        types.push("application/strategic-merge-patch+json");
-    }
-    types.push("application/apply-patch+yaml");
-    types
-}
-
-fn operation(r: &ResourceInfo, action: &str, query: &[&str], v: Version) -> Value {
-    let params: Vec<Value> = query.iter().map(|n| param(n, "query", v)).collect();
-    json!({
-        "operationId": format!("{action}{}", r.kind),
-        "parameters": params,
-        "responses": { "200": { "description": "OK" } },
-        "x-kubernetes-action": action,
-        "x-kubernetes-group-version-kind": {
-            "group": r.group,
-            "version": r.version,
-            "kind": r.kind,
-        },
-    })
-}
-
-fn path_params(names: &[&str], v: Version) -> Vec<Value> {
-    names.iter().map(|n| param(n, "path", v)).collect()
-}
-
-fn param(name: &str, place: &str, v: Version) -> Value {
-    let mut p = json!({ "name": name, "in": place });
-    if place == "path" {
-        p["required"] = json!(true);
-    }
-    match v {
-        Version::V2 => p["type"] = json!("string"),
-        Version::V3 => p["schema"] = json!({ "type": "string" }),
-    }
-    p
 }

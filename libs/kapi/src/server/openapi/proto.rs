@@ -53,6 +53,10 @@ pub(crate) struct PathItem {
     pub(crate) post: Option<Operation>,
     #[prost(message, optional, tag = "5")]
     pub(crate) delete: Option<Operation>,
+    #[prost(message, optional, tag = "6")]
+    pub(crate) options: Option<Operation>,
+    #[prost(message, optional, tag = "7")]
+    pub(crate) head: Option<Operation>,
     #[prost(message, optional, tag = "8")]
     pub(crate) patch: Option<Operation>,
 }
@@ -294,6 +298,8 @@ fn path_item(item: &Value) -> PathItem {
         put: op("put"),
         post: op("post"),
         delete: op("delete"),
+        options: op("options"),
+        head: op("head"),
         patch: op("patch"),
     }
 }

@@ -269,7 +269,7 @@ fn protobuf_v2_decodes_to_the_same_definitions() {
         .and_then(|p| p.value.as_ref())
         .and_then(|p| p.patch.as_ref())
         .unwrap();
-    assert_eq!(patch.operation_id, "patchPod");
+    assert_eq!(patch.operation_id, "patchCoreV1NamespacedPod");
 }
 
 #[test]
