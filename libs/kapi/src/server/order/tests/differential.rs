@@ -62,7 +62,7 @@ fn shuffled(value: &Value, rng: &mut Rng, out: &mut String) {
     }
 }
 
-fn samples() -> Vec<(Value, &'static str, &'static str)> {
+pub(super) fn samples() -> Vec<(Value, &'static str, &'static str)> {
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "p", "namespace": "n", "uid": "u", "resourceVersion": "7",

@@ -1,5 +1,6 @@
 mod differential;
 mod reference;
+mod speed;
 
 use serde_json::json;
 
