@@ -219,12 +219,13 @@ type Index = HashMap<&'static str, Place, BuildHasherDefault<Fnv>>;
 /// Each type's members by normalized name: its own fields, then `kind` and `apiVersion`
 /// (TypeMeta, inlined first in the Go types that carry it), then the fields of each inlined
 /// struct (a field of one takes that struct's place; the first such struct wins).
-fn places(ty: u16) -> Option<&'static Index> {
-    static INDEX: OnceLock<Vec<Index>> = OnceLock::new();
+fn places(ty: u16) -> Option<&'static (Index, bool)> {
+    static INDEX: OnceLock<Vec<(Index, bool)>> = OnceLock::new();
     INDEX.get_or_init(build_places).get(usize::from(ty))
 }
 
-fn build_places() -> Vec<Index> {
+/// Each type's index, and whether its own fields' normalized names are all different.
+fn build_places() -> Vec<(Index, bool)> {
     let own: Vec<HashMap<&'static str, (u16, &'static F)>> = types()
         .iter()
         .map(|t| {
@@ -232,14 +233,7 @@ fn build_places() -> Vec<Index> {
             fields.map(|(i, f)| (f.0, (i as u16, f))).collect()
         })
         .collect();
-    let field = |rank: (u16, u16), f: &F| Place {
-        rank,
-        how: if f.1 == NONE {
-            How::Raw
-        } else {
-            How::Typed(f.1, f.2)
-        },
-    };
+    let field = field_place;
     let raw = |rank| Place {
         rank,
         how: How::Raw,
@@ -263,21 +257,69 @@ fn build_places() -> Vec<Index> {
                         .or_insert_with(|| field((pos as u16, sub + 1), g));
                 }
             }
-            index
+            let unique = fields.len() == t.fields.len();
+            (index, unique)
         })
         .collect()
 }
 
-/// Where a member named `name` goes in the type whose index is `index`.
-fn place(index: &Index, name: &str) -> Place {
-    const UNKNOWN: Place = Place {
-        rank: (NONE, 0),
-        how: How::Raw,
-    };
-    let mut buf = [0u8; 64];
-    normalize(name, &mut buf)
-        .and_then(|norm| index.get(norm).copied())
-        .unwrap_or(UNKNOWN)
+/// Places the members of one struct: they mostly come in its type's order (objects stored
+/// in Go order), so a member is first looked for among the fields after the last one found,
+/// and only then in the index.
+pub(super) struct Placer {
+    index: &'static Index,
+    fields: &'static [F],
+    /// The type's own fields have different names, so one found by name is the one the
+    /// index holds.
+    unique: bool,
+    next: usize,
+}
+
+impl Placer {
+    pub(super) fn new(ty: u16) -> Option<Self> {
+        let (index, unique) = places(ty)?;
+        Some(Placer {
+            index,
+            fields: types()[usize::from(ty)].fields,
+            unique: *unique,
+            next: 0,
+        })
+    }
+
+    pub(super) fn place(&mut self, name: &str) -> Place {
+        let mut buf = [0u8; 64];
+        let Some(norm) = normalize(name, &mut buf) else {
+            return UNKNOWN;
+        };
+        let ahead = self.fields.get(self.next..).unwrap_or_default();
+        if let Some(at) = ahead
+            .iter()
+            .position(|f| f.0 == norm)
+            .filter(|_| self.unique)
+        {
+            let pos = self.next + at;
+            self.next = pos + 1;
+            return field_place((pos as u16, 0), &self.fields[pos]);
+        }
+        self.index.get(norm).copied().unwrap_or(UNKNOWN)
+    }
+}
+
+/// A member no field names: after the known ones, as written.
+const UNKNOWN: Place = Place {
+    rank: (NONE, 0),
+    how: How::Raw,
+};
+
+fn field_place(rank: (u16, u16), f: &F) -> Place {
+    Place {
+        rank,
+        how: if f.1 == NONE {
+            How::Raw
+        } else {
+            How::Typed(f.1, f.2)
+        },
+    }
 }
 
 /// Lowercase letters and digits of `name` (how the table names fields).
@@ -372,8 +414,8 @@ fn rest_after<S: Sink>(
 ) -> Option<()> {
     match ty {
         Some(ty) => {
-            let index = places(ty)?;
-            w.members(lead, after_first, true, &|name| place(index, name))
+            let mut placer = Placer::new(ty)?;
+            w.members(lead, after_first, true, &mut |name| placer.place(name))
         }
         None => {
             let meta = type_named(if is_list { LIST_META } else { OBJECT_META });
@@ -392,7 +434,7 @@ fn rest_after<S: Sink>(
                     how: How::Raw,
                 },
             };
-            w.members(lead, after_first, true, &untyped)
+            w.members(lead, after_first, true, &mut { untyped })
         }
     }
 }

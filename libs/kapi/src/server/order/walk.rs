@@ -221,7 +221,7 @@ impl<'a, 's, S: Sink> Walk<'a, 's, S> {
         lead: bool,
         after_first: bool,
         drop_type_meta: bool,
-        place: &dyn Fn(&str) -> Place,
+        place: &mut dyn FnMut(&str) -> Place,
     ) -> Option<()> {
         let mut mark = self.sink.open(lead);
         self.ws()?;
@@ -292,10 +292,10 @@ impl<'a, 's, S: Sink> Walk<'a, 's, S> {
                 self.sink.put(b"}");
             }
             b'{' => {
-                let index = super::places(ty)?;
+                let mut placer = super::Placer::new(ty)?;
                 self.s.i += 1;
                 self.sink.put(b"{");
-                self.members(false, false, false, &|name| super::place(index, name))?;
+                self.members(false, false, false, &mut |name| placer.place(name))?;
                 self.sink.put(b"}");
             }
             b'[' => {
