@@ -70,6 +70,7 @@ use path::{ResourcePath, Route};
 pub use proxy::{ProxyConfig, with_proxy};
 use query::Params;
 pub use render::bad_objects_skipped;
+pub(crate) use render::stored_json;
 
 /// The Kubernetes REST routes over `api`: `/version`, `/api`, `/apis`, discovery, OpenAPI v3,
 /// and every resource path with its verbs and subresources. The caller adds authentication

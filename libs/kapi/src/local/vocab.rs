@@ -415,8 +415,8 @@ impl Target {
     /// [`crate::MAX_OBJECT_BYTES`] is refused (413), dry run or not.
     pub(super) fn write(&self, obj: &mut Value, revision: u64) -> Result<Mutation, ApiError> {
         let encode = |obj: &Value| {
-            let value = serde_json::to_vec(obj)
-                .map_err(|e| ApiError::internal(format!("encoding the object: {e}")))?;
+            // In Go field order, as reads serve it.
+            let value = crate::server::stored_json(obj);
             crate::check_object_size(&self.info, meta_str(obj, "name"), &value)?;
             Ok::<_, ApiError>(value)
         };

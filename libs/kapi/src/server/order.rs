@@ -13,11 +13,15 @@
 
 #[rustfmt::skip]
 mod table;
+mod walk;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 use serde_json::Value;
+
+use walk::{Check, Sink, Walk, Writer};
 
 /// One Go type: its name (the k8s-pb module path) and its fields in declaration order.
 pub(super) struct Ty {
@@ -67,25 +71,108 @@ const META_KINDS: &[(&str, &str)] = &[
 const OBJECT_META: &str = "apimachinery::pkg::apis::meta::v1::ObjectMeta";
 const LIST_META: &str = "apimachinery::pkg::apis::meta::v1::ListMeta";
 
+/// The written form of objects served as one kind and version: that `kind` and
+/// `apiVersion` first (the stored ones dropped), then the kind's Go order. Made once per
+/// list, it renders each item.
+pub(crate) struct Served {
+    /// The kind's Go type; none for a custom resource.
+    ty: Option<u16>,
+    /// A list kind with no Go type: `metadata` is a `ListMeta`, `items` are objects.
+    is_list: bool,
+    /// `{"kind":..,"apiVersion":..` as written.
+    prefix: Vec<u8>,
+}
+
+/// Where a member goes among its struct's: its rank and how its value is written.
+#[derive(Clone, Copy)]
+pub(super) struct Place {
+    rank: (u16, u16),
+    how: How,
+}
+
+/// How a member's value is written.
+#[derive(Clone, Copy)]
+pub(super) enum How {
+    /// As it is.
+    Raw,
+    /// A struct of this type, a list of them, or (`true`) a map of them.
+    Typed(u16, bool),
+    /// A list's items, each an object of its own kind.
+    Items,
+}
+
 /// A `Value` as compact JSON in Go order (its type found from its own `kind` and
 /// `apiVersion`).
 pub(crate) fn value(value: &Value) -> Vec<u8> {
     // A `Value` always serializes.
     let raw = serde_json::to_vec(value).expect("a JSON value serializes");
-    let mut out = Vec::with_capacity(raw.len());
-    if top(&raw, None, &mut out).is_some() {
-        out
+    let mut w = Writer::new(raw.len());
+    if top(&raw, None, &mut w).is_some() {
+        w.finish()
     } else {
+        w.finish();
         raw
     }
 }
 
 /// The object in `raw` in Go order, with `kind` and `apiVersion` set to the given ones (the
 /// stored ones are dropped); `None` when `raw` is not a JSON object.
+#[cfg(test)]
 pub(crate) fn object(raw: &[u8], kind: &str, api_version: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(raw.len() + kind.len() + api_version.len() + 32);
-    top(raw, Some((kind, api_version)), &mut out)?;
-    Some(out)
+    Served::new(kind, api_version).object(raw)
+}
+
+// === impl Served ===
+
+impl Served {
+    pub(crate) fn new(kind: &str, api_version: &str) -> Self {
+        let ty = type_of(api_version, kind);
+        let mut prefix = Vec::with_capacity(kind.len() + api_version.len() + 24);
+        prefix.extend_from_slice(b"{\"kind\":");
+        write_string(kind, &mut prefix);
+        prefix.extend_from_slice(b",\"apiVersion\":");
+        write_string(api_version, &mut prefix);
+        Served {
+            ty,
+            is_list: ty.is_none() && kind.strip_suffix("List").is_some(),
+            prefix,
+        }
+    }
+
+    /// True when `raw` is already exactly what [`Served::object`] writes (objects the
+    /// embedded control plane stored in Go order), so it can be served as it is.
+    pub(crate) fn is_written(&self, raw: &[u8]) -> bool {
+        let Some(rest) = raw.strip_prefix(self.prefix.as_slice()) else {
+            return false;
+        };
+        let mut check = Check;
+        let mut w = Walk::new(rest, &mut check);
+        self.rest(&mut w, true).and_then(|_| w.end()).is_some()
+    }
+
+    /// The object in `raw` in this form; `None` when `raw` is not a JSON object.
+    pub(crate) fn object(&self, raw: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Writer::new(raw.len() + self.prefix.len() + 2);
+        let written = self.object_into(raw, &mut out);
+        let out = out.finish();
+        written.map(|_| out)
+    }
+
+    fn object_into(&self, raw: &[u8], out: &mut Writer) -> Option<()> {
+        out.put(&self.prefix);
+        let mut w = Walk::new(raw, out);
+        w.ws()?;
+        w.eat(b'{')?;
+        self.rest(&mut w, false)?;
+        w.end()?;
+        out.put(b"}");
+        Some(())
+    }
+
+    /// The members after the type meta, through the closing brace.
+    fn rest<S: Sink>(&self, w: &mut Walk<'_, '_, S>, after_first: bool) -> Option<()> {
+        rest(w, self.ty, self.is_list, after_first)
+    }
 }
 
 // === tables ===
@@ -126,204 +213,113 @@ fn type_of(api_version: &str, kind: &str) -> Option<u16> {
         .and_then(|(_, name)| type_named(name))
 }
 
-/// Each type's fields by normalized name: (position, field).
-fn field_index(ty: u16) -> Option<&'static HashMap<&'static str, (u16, &'static F)>> {
-    static INDEX: OnceLock<Vec<HashMap<&'static str, (u16, &'static F)>>> = OnceLock::new();
-    INDEX
-        .get_or_init(|| {
-            types()
-                .iter()
-                .map(|t| {
-                    t.fields
-                        .iter()
-                        .enumerate()
-                        .map(|(i, f)| (f.0, (i as u16, f)))
-                        .collect()
-                })
-                .collect()
-        })
-        .get(usize::from(ty))
+/// Where each normalized member name goes in a type.
+type Index = HashMap<&'static str, Place, BuildHasherDefault<Fnv>>;
+
+/// Each type's members by normalized name: its own fields, then `kind` and `apiVersion`
+/// (TypeMeta, inlined first in the Go types that carry it), then the fields of each inlined
+/// struct (a field of one takes that struct's place; the first such struct wins).
+fn places(ty: u16) -> Option<&'static (Index, bool)> {
+    static INDEX: OnceLock<Vec<(Index, bool)>> = OnceLock::new();
+    INDEX.get_or_init(build_places).get(usize::from(ty))
 }
 
-// === writing ===
-
-/// A top-level object (or list item): `kind` and `apiVersion` first, then its type's order;
-/// a list kind's `metadata` and `items` (each again a top-level object).
-fn top(raw: &[u8], type_meta: Option<(&str, &str)>, out: &mut Vec<u8>) -> Option<()> {
-    let members = members(raw)?;
-    let stored = |name: &str| {
-        members
-            .iter()
-            .find(|m| m.name == name)
-            .and_then(|m| string_of(m.value))
-    };
-    let (kind, api_version) = match type_meta {
-        Some((k, a)) => (Some(k.to_owned()), Some(a.to_owned())),
-        None => (stored("kind"), stored("apiVersion")),
-    };
-    let ty = match (&kind, &api_version) {
-        (Some(k), Some(a)) => type_of(a, k),
-        _ => None,
-    };
-    let item_kind = kind.as_deref().and_then(|k| k.strip_suffix("List"));
-    // A list kind has no Go type in the table: ListMeta and each item as its own kind.
-    let is_list = ty.is_none() && item_kind.is_some();
-    out.push(b'{');
-    let mut first = true;
-    if let Some(k) = &kind {
-        first = false;
-        out.extend_from_slice(b"\"kind\":");
-        write_string(k, out);
-    }
-    if let Some(a) = &api_version {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        out.extend_from_slice(b"\"apiVersion\":");
-        write_string(a, out);
-    }
-    let rest = members
+/// Each type's index, and whether its own fields' normalized names are all different.
+fn build_places() -> Vec<(Index, bool)> {
+    let own: Vec<HashMap<&'static str, (u16, &'static F)>> = types()
         .iter()
-        .filter(|m| m.name != "kind" && m.name != "apiVersion");
-    match ty {
-        Some(ty) => fields(rest.collect(), ty, first, out)?,
-        None => {
-            let meta = if is_list { LIST_META } else { OBJECT_META };
-            let meta = type_named(meta).unwrap_or(NONE);
-            let mut rest: Vec<&Member<'_>> = rest.collect();
-            // Stable: metadata first, the rest as stored.
-            rest.sort_by_key(|m| m.name != "metadata");
-            for m in rest {
-                if !first {
-                    out.push(b',');
-                }
-                first = false;
-                out.extend_from_slice(m.key);
-                out.push(b':');
-                match m.name {
-                    "metadata" => value_of(m.value, meta, false, out)?,
-                    "items" if is_list => items(m.value, out)?,
-                    _ => out.extend_from_slice(m.value),
-                }
-            }
-        }
-    }
-    out.push(b'}');
-    Some(())
-}
-
-/// A list's items, each a top-level object.
-fn items(raw: &[u8], out: &mut Vec<u8>) -> Option<()> {
-    out.push(b'[');
-    for (i, item) in elements(raw)?.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        if item.first() == Some(&b'{') {
-            top(item, None, out)?;
-        } else {
-            out.extend_from_slice(item);
-        }
-    }
-    out.push(b']');
-    Some(())
-}
-
-/// The members of a struct of type `ty` in its order (`first`: nothing written before).
-fn fields(members: Vec<&Member<'_>>, ty: u16, mut first: bool, out: &mut Vec<u8>) -> Option<()> {
-    let index = field_index(ty)?;
-    let mut placed: Vec<((u16, u16), u16, bool, &Member<'_>)> = members
-        .into_iter()
-        .map(|m| {
-            let (rank, vty, map) = place(ty, index, m.name);
-            (rank, vty, map, m)
+        .map(|t| {
+            let fields = t.fields.iter().enumerate();
+            fields.map(|(i, f)| (f.0, (i as u16, f))).collect()
         })
         .collect();
-    placed.sort_by_key(|p| p.0);
-    for (_, vty, map, m) in placed {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        out.extend_from_slice(m.key);
-        out.push(b':');
-        value_of(m.value, vty, map, out)?;
-    }
-    Some(())
-}
-
-/// Where a member goes in its type: its rank, the type of its value, whether it is a map.
-fn place(
-    ty: u16,
-    index: &HashMap<&'static str, (u16, &'static F)>,
-    name: &str,
-) -> ((u16, u16), u16, bool) {
-    let mut buf = [0u8; 64];
-    let Some(norm) = normalize(name, &mut buf) else {
-        return ((NONE, 0), NONE, false);
+    let field = field_place;
+    let raw = |rank| Place {
+        rank,
+        how: How::Raw,
     };
-    if let Some((pos, f)) = index.get(norm) {
-        return ((*pos, 0), f.1, f.2);
-    }
-    // TypeMeta is inlined first in the Go types that carry it.
-    if norm == "kind" {
-        return ((0, 0), NONE, false);
-    }
-    if norm == "apiversion" {
-        return ((0, 1), NONE, false);
-    }
-    // A field of an inlined struct takes that struct's place.
-    let fields = &types()[usize::from(ty)].fields;
-    for (pos, f) in fields.iter().enumerate() {
-        if f.1 == NONE || f.2 {
-            continue;
-        }
-        if let Some((sub, inner)) = field_index(f.1).and_then(|i| i.get(norm)) {
-            return ((pos as u16, sub + 1), inner.1, inner.2);
-        }
-    }
-    ((NONE, 0), NONE, false)
+    own.iter()
+        .zip(types())
+        .map(|(fields, t)| {
+            let mut index: Index = fields
+                .iter()
+                .map(|(name, (pos, f))| (*name, field((*pos, 0), f)))
+                .collect();
+            index.entry("kind").or_insert(raw((0, 0)));
+            index.entry("apiversion").or_insert(raw((0, 1)));
+            for (pos, f) in t.fields.iter().enumerate() {
+                let Some(inner) = own.get(usize::from(f.1)).filter(|_| !f.2) else {
+                    continue;
+                };
+                for (name, (sub, g)) in inner {
+                    index
+                        .entry(name)
+                        .or_insert_with(|| field((pos as u16, sub + 1), g));
+                }
+            }
+            let unique = fields.len() == t.fields.len();
+            (index, unique)
+        })
+        .collect()
 }
 
-/// A member's value: a struct of type `ty`, a list of them, or a map of them.
-fn value_of(raw: &[u8], ty: u16, map: bool, out: &mut Vec<u8>) -> Option<()> {
-    if ty == NONE {
-        out.extend_from_slice(raw);
-        return Some(());
+/// Places the members of one struct: they mostly come in its type's order (objects stored
+/// in Go order), so a member is first looked for among the fields after the last one found,
+/// and only then in the index.
+pub(super) struct Placer {
+    index: &'static Index,
+    fields: &'static [F],
+    /// The type's own fields have different names, so one found by name is the one the
+    /// index holds.
+    unique: bool,
+    next: usize,
+}
+
+impl Placer {
+    pub(super) fn new(ty: u16) -> Option<Self> {
+        let (index, unique) = places(ty)?;
+        Some(Placer {
+            index,
+            fields: types()[usize::from(ty)].fields,
+            unique: *unique,
+            next: 0,
+        })
     }
-    match raw.first() {
-        Some(b'{') if map => {
-            out.push(b'{');
-            for (i, m) in members(raw)?.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(m.key);
-                out.push(b':');
-                value_of(m.value, ty, false, out)?;
-            }
-            out.push(b'}');
+
+    pub(super) fn place(&mut self, name: &str) -> Place {
+        let mut buf = [0u8; 64];
+        let Some(norm) = normalize(name, &mut buf) else {
+            return UNKNOWN;
+        };
+        let ahead = self.fields.get(self.next..).unwrap_or_default();
+        if let Some(at) = ahead
+            .iter()
+            .position(|f| f.0 == norm)
+            .filter(|_| self.unique)
+        {
+            let pos = self.next + at;
+            self.next = pos + 1;
+            return field_place((pos as u16, 0), &self.fields[pos]);
         }
-        Some(b'{') => {
-            let members = members(raw)?;
-            out.push(b'{');
-            fields(members.iter().collect(), ty, true, out)?;
-            out.push(b'}');
-        }
-        Some(b'[') => {
-            out.push(b'[');
-            for (i, e) in elements(raw)?.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                value_of(e, ty, map, out)?;
-            }
-            out.push(b']');
-        }
-        _ => out.extend_from_slice(raw),
+        self.index.get(norm).copied().unwrap_or(UNKNOWN)
     }
-    Some(())
+}
+
+/// A member no field names: after the known ones, as written.
+const UNKNOWN: Place = Place {
+    rank: (NONE, 0),
+    how: How::Raw,
+};
+
+fn field_place(rank: (u16, u16), f: &F) -> Place {
+    Place {
+        rank,
+        how: if f.1 == NONE {
+            How::Raw
+        } else {
+            How::Typed(f.1, f.2)
+        },
+    }
 }
 
 /// Lowercase letters and digits of `name` (how the table names fields).
@@ -336,6 +332,113 @@ fn normalize<'b>(name: &str, buf: &'b mut [u8; 64]) -> Option<&'b str> {
     std::str::from_utf8(&buf[..n]).ok()
 }
 
+/// FNV-1a: the index's names are a few bytes long, where SipHash's setup dominates.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+// === writing ===
+
+/// A top-level object (or list item): `kind` and `apiVersion` first (the given ones, else
+/// its own), then its type's order; a list kind's `metadata` and `items` (each again a
+/// top-level object).
+fn top<S: Sink>(raw: &[u8], type_meta: Option<(&str, &str)>, out: &mut S) -> Option<()> {
+    let (kind, api_version) = match type_meta {
+        Some((k, a)) => (Some(k.to_owned()), Some(a.to_owned())),
+        None => {
+            let (k, a) = walk::type_meta_of(raw);
+            (k.and_then(string_of), a.and_then(string_of))
+        }
+    };
+    let ty = match (&kind, &api_version) {
+        (Some(k), Some(a)) => type_of(a, k),
+        _ => None,
+    };
+    let is_list = ty.is_none() && kind.as_deref().is_some_and(|k| k.ends_with("List"));
+    let mut head = Vec::new();
+    head.push(b'{');
+    if let Some(k) = &kind {
+        head.extend_from_slice(b"\"kind\":");
+        write_string(k, &mut head);
+    }
+    if let Some(a) = &api_version {
+        if kind.is_some() {
+            head.push(b',');
+        }
+        head.extend_from_slice(b"\"apiVersion\":");
+        write_string(a, &mut head);
+    }
+    out.put(&head);
+    let lead = head.len() > 1;
+    let mut w = Walk::new(raw, out);
+    w.ws()?;
+    w.eat(b'{')?;
+    rest_after(&mut w, ty, is_list, lead, false)?;
+    w.end()?;
+    out.put(b"}");
+    Some(())
+}
+
+/// A top-level object's members after its type meta (written first), through its `}`.
+fn rest<S: Sink>(
+    w: &mut Walk<'_, '_, S>,
+    ty: Option<u16>,
+    is_list: bool,
+    after_first: bool,
+) -> Option<()> {
+    rest_after(w, ty, is_list, true, after_first)
+}
+
+fn rest_after<S: Sink>(
+    w: &mut Walk<'_, '_, S>,
+    ty: Option<u16>,
+    is_list: bool,
+    lead: bool,
+    after_first: bool,
+) -> Option<()> {
+    match ty {
+        Some(ty) => {
+            let mut placer = Placer::new(ty)?;
+            w.members(lead, after_first, true, &mut |name| placer.place(name))
+        }
+        None => {
+            let meta = type_named(if is_list { LIST_META } else { OBJECT_META });
+            // Stable: metadata first, the rest as stored.
+            let untyped = |name: &str| match name {
+                "metadata" => Place {
+                    rank: (0, 0),
+                    how: meta.map_or(How::Raw, |m| How::Typed(m, false)),
+                },
+                "items" if is_list => Place {
+                    rank: (1, 0),
+                    how: How::Items,
+                },
+                _ => Place {
+                    rank: (1, 0),
+                    how: How::Raw,
+                },
+            };
+            w.members(lead, after_first, true, &mut { untyped })
+        }
+    }
+}
+
 fn write_string(s: &str, out: &mut Vec<u8>) {
     // A `str` always serializes.
     serde_json::to_writer(&mut *out, s).expect("a string serializes");
@@ -343,165 +446,6 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
 
 fn string_of(raw: &[u8]) -> Option<String> {
     serde_json::from_slice(raw).ok()
-}
-
-// === scanning ===
-
-/// One member of a JSON object: its key as written (quoted), its unescaped-enough name (the
-/// text between the quotes), and its value as written.
-struct Member<'a> {
-    key: &'a [u8],
-    name: &'a str,
-    value: &'a [u8],
-}
-
-/// The members of the JSON object in `raw` (`None` when it is not one).
-fn members(raw: &[u8]) -> Option<Vec<Member<'_>>> {
-    let mut s = Scan { b: raw, i: 0 };
-    s.ws();
-    s.eat(b'{')?;
-    let mut out = Vec::new();
-    s.ws();
-    if s.peek() == Some(b'}') {
-        s.i += 1;
-        return s.end().map(|_| out);
-    }
-    loop {
-        s.ws();
-        let key = s.string()?;
-        let name = std::str::from_utf8(&key[1..key.len() - 1]).ok()?;
-        s.ws();
-        s.eat(b':')?;
-        s.ws();
-        let value = s.value()?;
-        out.push(Member { key, name, value });
-        s.ws();
-        match s.next()? {
-            b',' => continue,
-            b'}' => break,
-            _ => return None,
-        }
-    }
-    s.end().map(|_| out)
-}
-
-/// The elements of the JSON array in `raw`.
-fn elements(raw: &[u8]) -> Option<Vec<&[u8]>> {
-    let mut s = Scan { b: raw, i: 0 };
-    s.ws();
-    s.eat(b'[')?;
-    let mut out = Vec::new();
-    s.ws();
-    if s.peek() == Some(b']') {
-        s.i += 1;
-        return s.end().map(|_| out);
-    }
-    loop {
-        s.ws();
-        out.push(s.value()?);
-        s.ws();
-        match s.next()? {
-            b',' => continue,
-            b']' => break,
-            _ => return None,
-        }
-    }
-    s.end().map(|_| out)
-}
-
-/// A cursor over JSON text that steps over whole values without decoding them.
-struct Scan<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl<'a> Scan<'a> {
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.i).copied()
-    }
-
-    fn next(&mut self) -> Option<u8> {
-        let c = self.peek()?;
-        self.i += 1;
-        Some(c)
-    }
-
-    fn eat(&mut self, c: u8) -> Option<()> {
-        (self.next()? == c).then_some(())
-    }
-
-    fn ws(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
-            self.i += 1;
-        }
-    }
-
-    /// Only whitespace is left.
-    fn end(&mut self) -> Option<()> {
-        self.ws();
-        (self.i == self.b.len()).then_some(())
-    }
-
-    /// A string, quotes included.
-    fn string(&mut self) -> Option<&'a [u8]> {
-        let start = self.i;
-        self.eat(b'"')?;
-        loop {
-            match self.next()? {
-                b'"' => return Some(&self.b[start..self.i]),
-                b'\\' => {
-                    self.next()?;
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// Any value, as written.
-    fn value(&mut self) -> Option<&'a [u8]> {
-        let start = self.i;
-        match self.peek()? {
-            b'"' => {
-                self.string()?;
-            }
-            b'{' | b'[' => self.nested()?,
-            _ => {
-                while let Some(c) = self.peek() {
-                    if matches!(c, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t') {
-                        break;
-                    }
-                    self.i += 1;
-                }
-                if self.i == start {
-                    return None;
-                }
-            }
-        }
-        Some(&self.b[start..self.i])
-    }
-
-    /// An object or array, brackets balanced (strings stepped over).
-    fn nested(&mut self) -> Option<()> {
-        let mut depth = 0usize;
-        loop {
-            match self.peek()? {
-                b'"' => {
-                    self.string()?;
-                    continue;
-                }
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' => {
-                    depth = depth.checked_sub(1)?;
-                    if depth == 0 {
-                        self.i += 1;
-                        return Some(());
-                    }
-                }
-                _ => {}
-            }
-            self.i += 1;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -83,18 +83,44 @@ pub(crate) fn object_json(
     obj: &StoredObject,
     resource_version: Option<u64>,
 ) -> Result<Bytes, ApiError> {
+    let served = order::Served::new(&info.kind, &info.api_version());
+    object_json_as(info, &served, obj, resource_version)
+}
+
+/// [`object_json`] with the served form made once (for every item of a list). Text stored
+/// already in that form (the embedded control plane stores objects in Go order) is served
+/// as it is, uncopied.
+fn object_json_as(
+    info: &ResourceInfo,
+    served: &order::Served,
+    obj: &StoredObject,
+    resource_version: Option<u64>,
+) -> Result<Bytes, ApiError> {
     let raw = &obj.value;
-    let compact = !raw.iter().any(|b| *b == b'\n' || *b == b'\r');
-    if compact
-        && resource_version.is_none()
+    if resource_version.is_none()
         && !defaults_on_read(info)
         && !needs_conversion(info, raw)
-        && let Some(ordered) = order::object(raw, &info.kind, &info.api_version())
+        && is_compact(raw)
     {
-        return Ok(Bytes::from(ordered));
+        if served.is_written(raw) {
+            return Ok(raw.clone());
+        }
+        if let Some(ordered) = served.object(raw) {
+            return Ok(Bytes::from(ordered));
+        }
     }
     let value = object_value(info, obj, resource_version)?;
     Ok(Bytes::from(order::value(&value)))
+}
+
+/// No line breaks anywhere in `raw` (checked 32 bytes at a time, which the compiler
+/// vectorizes, where a byte-wise search that stops early is not).
+fn is_compact(raw: &[u8]) -> bool {
+    raw.chunks(32).all(|chunk| {
+        !chunk
+            .iter()
+            .fold(false, |found, b| found | (*b == b'\n') | (*b == b'\r'))
+    })
 }
 
 /// One stored object as a JSON value, with the same fixes as [`object_json`].
@@ -152,6 +178,7 @@ pub(crate) fn json_list_body(
     // `head` is a JSON object: drop its closing brace and open the items.
     first.put_slice(&head[..head.len() - 1]);
     first.put_slice(b",\"items\":[");
+    let served = order::Served::new(&info.kind, &info.api_version());
     let info = info.clone();
     let mut items = items.into_iter();
     let mut pending = Some(first);
@@ -159,9 +186,10 @@ pub(crate) fn json_list_body(
     let frames = std::iter::from_fn(move || {
         let mut frame = pending.take()?;
         for obj in items.by_ref() {
-            let Some(item) =
-                listable(std::slice::from_ref(&obj), |o| object_json(&info, o, None)).pop()
-            else {
+            let Some(item) = listable(std::slice::from_ref(&obj), |o| {
+                object_json_as(&info, &served, o, None)
+            })
+            .pop() else {
                 continue;
             };
             if started {
@@ -282,6 +310,13 @@ pub(crate) fn protobuf(value: Value) -> Result<Bytes, ApiError> {
     })
 }
 
+/// An object as the embedded control plane stores it: compact JSON in Go field order, its own
+/// `kind` and `apiVersion` first, so that reads of the version it is stored in can serve the
+/// stored text as it is ([`object_json`]).
+pub(crate) fn stored_json(value: &Value) -> Vec<u8> {
+    order::value(value)
+}
+
 /// A body in the negotiated form: protobuf when asked for and the kind has one (a `Status`
 /// and the built-in kinds), JSON otherwise (clients decode by the response's type).
 pub(crate) fn value_response(output: Output, code: StatusCode, value: &Value) -> Response {
@@ -395,7 +430,8 @@ fn list_meta(resource_version: u64, continue_token: Option<&str>) -> Value {
 /// `{"kind":..,"apiVersion":..,"metadata":..,"items":[..]}` with the items spliced in.
 fn json_list(info: &ResourceInfo, page: &Page<'_>, meta: &Value) -> Result<Bytes, ApiError> {
     let head = list_head(info, meta);
-    let items = listable(page.items, |o| object_json(info, o, None));
+    let served = order::Served::new(&info.kind, &info.api_version());
+    let items = listable(page.items, |o| object_json_as(info, &served, o, None));
     let size = head.len() + items.iter().map(|i| i.len() + 1).sum::<usize>() + 16;
     let mut out = BytesMut::with_capacity(size);
     // `head` is a JSON object: drop its closing brace and append the items.
@@ -458,4 +494,52 @@ fn now() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use objstore::ObjKey;
+
+    use super::*;
+
+    fn stored(value: &[u8]) -> StoredObject {
+        StoredObject {
+            key: ObjKey::new("pods", "default", "p"),
+            uid: "u".into(),
+            resource_version: "5".into(),
+            revision: 5,
+            labels: BTreeMap::new(),
+            fields: BTreeMap::new(),
+            value: Bytes::copy_from_slice(value),
+        }
+    }
+
+    fn pods() -> ResourceInfo {
+        apimachinery::catalog::builtins()
+            .into_iter()
+            .find(|r| r.plural == "pods" && r.group.is_empty())
+            .expect("pods are built in")
+    }
+
+    #[test]
+    fn an_object_stored_in_go_order_is_served_as_stored_and_an_older_one_is_reordered() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": "default", "name": "p", "resourceVersion": "5"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Pending"}});
+        let info = pods();
+        let alphabetical = stored(&serde_json::to_vec(&pod).unwrap());
+        let in_go_order = stored(&stored_json(&pod));
+        let from_old = object_json(&info, &alphabetical, None).unwrap();
+        let from_new = object_json(&info, &in_go_order, None).unwrap();
+        assert_eq!(from_old, from_new);
+        assert!(
+            from_old.starts_with(br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","#)
+        );
+        // Served without a copy: the very bytes stored.
+        assert_eq!(from_new.as_ptr(), in_go_order.value.as_ptr());
+        assert_ne!(from_old.as_ptr(), alphabetical.value.as_ptr());
+    }
 }

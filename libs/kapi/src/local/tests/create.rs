@@ -22,6 +22,34 @@ async fn create_sets_uid_timestamp_generation_and_the_revision_as_resource_versi
 }
 
 #[tokio::test]
+async fn objects_are_stored_in_go_field_order_with_their_type_meta_first() {
+    let fx = fixture().await;
+    let mut created = fx
+        .on("pods", "default", "")
+        .create(pod("web", Some("n1")))
+        .await
+        .unwrap();
+    let key = ObjKey::new("pods", "default", "web");
+    let text = fx.store.get(&key).await.unwrap().unwrap().value.clone();
+    let text = String::from_utf8_lossy(&text);
+    assert!(
+        text.starts_with(
+            r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"default","#
+        ),
+        "{text}"
+    );
+    let spec = text.find(r#""spec":{"#).expect("spec");
+    assert!(spec < text.find(r#""status":"#).expect("status"), "{text}");
+    created["metadata"]["labels"] = json!({"app": "a"});
+    fx.on("pods", "default", "web")
+        .update(created)
+        .await
+        .unwrap();
+    let text = fx.store.get(&key).await.unwrap().unwrap().value.clone();
+    assert!(text.starts_with(br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","#));
+}
+
+#[tokio::test]
 async fn only_pods_crds_and_custom_resources_get_a_generation() {
     let fx = fixture().await;
     let cm = fx

@@ -1,6 +1,10 @@
+mod differential;
+mod reference;
+mod speed;
+
 use serde_json::json;
 
-use super::{object, value};
+use super::{Served, object, value};
 
 fn text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap()
@@ -105,6 +109,35 @@ fn text_that_is_not_a_json_object_is_refused_without_panicking() {
             object(bad, "Pod", "v1").is_none(),
             "{:?}",
             String::from_utf8_lossy(bad)
+        );
+    }
+}
+
+#[test]
+fn text_stored_in_go_order_is_recognized_and_other_text_is_not() {
+    let stored = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"n"},"spec":{"nodeName":"n1","containers":[]}}"#;
+    let served = Served::new("Pod", "v1");
+    assert!(
+        !served.is_written(stored),
+        "alphabetical text is not Go order"
+    );
+    let written = served.object(stored).unwrap();
+    assert!(served.is_written(&written));
+    assert!(
+        !Served::new("Pod", "v2").is_written(&written),
+        "another version"
+    );
+    for changed in [
+        br#"{"kind":"Pod","apiVersion":"v1","metadata":{"namespace":"n","name":"p"}}"#.as_slice(),
+        br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"}, "spec":{}}"#,
+        br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"},"kind":"Pod"}"#,
+        br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"}} "#,
+        br#"{"kind":"Pod","apiVersion":"v1","status":{},"spec":{}}"#,
+    ] {
+        assert!(
+            !served.is_written(changed),
+            "{}",
+            String::from_utf8_lossy(changed)
         );
     }
 }
