@@ -86,6 +86,14 @@ async fn site(
     (cloud, edge)
 }
 
+/// The edge's NetworkPolicies, once its first list (which subscribes) answered the cloud's one.
+async fn policies_synced(edge: &Edge) -> Api<NetworkPolicy> {
+    let policies: Api<NetworkPolicy> = Api::all(edge.lwproxy_client());
+    let listed = policies.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1, "the cloud's one policy");
+    policies
+}
+
 fn api_code(e: &kube::Error) -> u16 {
     match e {
         kube::Error::Api(status) => status.code,
@@ -183,16 +191,7 @@ async fn offline_a_kind_never_synced_is_503_and_a_synced_one_is_served_after_a_r
     let (pki, dir) = (Pki::new(), tempfile::tempdir().unwrap());
     let (cloud, edge1) = site(&pki, dir.path(), |_| {}).await;
     let_nodes_read_policies(&cloud).await;
-    let policies: Api<NetworkPolicy> = Api::all(edge1.lwproxy_client());
-    assert_eq!(
-        policies
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    policies_synced(&edge1).await;
 
     take_cloud_away(cloud, &edge1).await;
     let namespaces: Api<Namespace> = Api::all(edge1.lwproxy_client());
@@ -227,16 +226,7 @@ async fn an_idle_subscription_is_dropped_and_the_cloud_stops_sending_the_kind() 
     let idle = Duration::from_secs(2);
     let (cloud, edge1) = site(&pki, dir.path(), |c| c.subscription_idle_timeout = idle).await;
     let_nodes_read_policies(&cloud).await;
-    let policies: Api<NetworkPolicy> = Api::all(edge1.lwproxy_client());
-    assert_eq!(
-        policies
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    policies_synced(&edge1).await;
     assert!(edge1.held().await.contains_key(POLICY_KEY));
 
     eventually("the idle kind leaves the edge store", WAIT, || async {
@@ -343,16 +333,7 @@ async fn a_grant_removed_in_the_cloud_takes_the_kind_away_at_the_next_renewal() 
     let renew = Duration::from_millis(500);
     let (cloud, edge1) = site(&pki, dir.path(), |c| c.subscription_renew_interval = renew).await;
     let_nodes_read_policies(&cloud).await;
-    let policies: Api<NetworkPolicy> = Api::all(edge1.lwproxy_client());
-    assert_eq!(
-        policies
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    let policies = policies_synced(&edge1).await;
     let controller = cloud.running.controller().unwrap();
     let delivered = || controller.stats().subscriptions.load(Ordering::Relaxed);
     assert_eq!(delivered(), 1);
