@@ -10,9 +10,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use pbgen::rs_files;
 use quote::ToTokens;
 
 /// A field's type, as far as the conversion cares.
@@ -156,19 +157,6 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let p = e?.path();
-        if p.is_dir() {
-            rs_files(&p, out)?;
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-    out.sort();
-    Ok(())
-}
-
 fn module_of(root: &Path, dir: &Path) -> String {
     dir.strip_prefix(root)
         .unwrap()
@@ -235,20 +223,7 @@ fn read_openapi(root: &Path) -> Result<(OaIndex, BTreeMap<String, Resource>)> {
                     let trait_name = trait_path.segments.last().unwrap().ident.to_string();
                     let self_ty = i.self_ty.to_token_stream().to_string().replace(' ', "");
                     let key = format!("{module}::{self_ty}");
-                    let consts: BTreeMap<String, String> = i
-                        .items
-                        .iter()
-                        .filter_map(|it| match it {
-                            syn::ImplItem::Const(c) => match &c.expr {
-                                syn::Expr::Lit(syn::ExprLit {
-                                    lit: syn::Lit::Str(s),
-                                    ..
-                                }) => Some((c.ident.to_string(), s.value())),
-                                _ => None,
-                            },
-                            _ => None,
-                        })
-                        .collect();
+                    let consts = pbgen::str_consts(&i);
                     match trait_name.as_str() {
                         "Resource" => {
                             let r = resources.entry(key).or_insert(Resource {

@@ -10,9 +10,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use pbgen::rs_files;
 use quote::ToTokens;
 
 /// One message: its fields in declaration order.
@@ -107,19 +108,6 @@ fn normalize(name: &str) -> String {
         .filter(char::is_ascii_alphanumeric)
         .map(|c| c.to_ascii_lowercase())
         .collect()
-}
-
-fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let p = e?.path();
-        if p.is_dir() {
-            rs_files(&p, out)?;
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-    out.sort();
-    Ok(())
 }
 
 type Kinds = BTreeMap<(String, String), String>;
@@ -233,20 +221,7 @@ fn resource(module: &[String], i: &syn::ItemImpl) -> Option<(String, String, Str
     if trait_path.segments.last()?.ident != "Resource" {
         return None;
     }
-    let consts: BTreeMap<String, String> = i
-        .items
-        .iter()
-        .filter_map(|it| match it {
-            syn::ImplItem::Const(c) => match &c.expr {
-                syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                }) => Some((c.ident.to_string(), s.value())),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
+    let consts = pbgen::str_consts(i);
     let ty = i.self_ty.to_token_stream().to_string().replace(' ', "");
     Some((
         consts.get("API_VERSION")?.clone(),
