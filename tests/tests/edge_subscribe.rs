@@ -21,18 +21,30 @@ const POLICY_KEY: &str = "networkpolicies.networking.k8s.io/default/np1";
 
 /// Lets every node list and watch NetworkPolicies (a ClusterRole bound to `system:nodes`).
 async fn let_nodes_read_policies(cloud: &Cloud) {
+    let_nodes_read(
+        cloud,
+        "node-policy-reader",
+        "networking.k8s.io",
+        "networkpolicies",
+    )
+    .await;
+}
+
+/// Lets every node list and watch `group`'s `resource`: ClusterRole and ClusterRoleBinding
+/// `name`, bound to the group `system:nodes`.
+async fn let_nodes_read(cloud: &Cloud, name: &str, group: &str, resource: &str) {
     let roles: Api<ClusterRole> = Api::all(cloud.kube().await);
     let role = serde_json::from_value(json!({
-        "metadata": {"name": "node-policy-reader"},
-        "rules": [{"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": [group], "resources": [resource],
                    "verbs": ["get", "list", "watch"]}],
     }))
     .unwrap();
     roles.create(&PostParams::default(), &role).await.unwrap();
     let bindings: Api<ClusterRoleBinding> = Api::all(cloud.kube().await);
     let binding = serde_json::from_value(json!({
-        "metadata": {"name": "node-policy-reader"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-policy-reader"},
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}],
     }))
     .unwrap();
@@ -296,24 +308,7 @@ async fn a_custom_resource_the_node_may_read_is_served_with_its_definition() {
             .is_ok()
     })
     .await;
-    let roles: Api<ClusterRole> = Api::all(cloud.kube().await);
-    let role = serde_json::from_value(json!({
-        "metadata": {"name": "node-gadget-reader"},
-        "rules": [{"apiGroups": ["example.org"], "resources": ["gadgets"], "verbs": ["list", "watch"]}],
-    }))
-    .unwrap();
-    roles.create(&PostParams::default(), &role).await.unwrap();
-    let bindings: Api<ClusterRoleBinding> = Api::all(cloud.kube().await);
-    let binding = serde_json::from_value(json!({
-        "metadata": {"name": "node-gadget-reader"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-gadget-reader"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}],
-    }))
-    .unwrap();
-    bindings
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    let_nodes_read(&cloud, "node-gadget-reader", "example.org", "gadgets").await;
 
     let at_edge: Api<DynamicObject> = Api::all_with(edge1.lwproxy_client(), &gadget_kind);
     let list = at_edge.list(&ListParams::default()).await.expect("listed");
