@@ -167,13 +167,11 @@ impl Forwarder {
         change: &Change,
         ask: &tokens::Ask,
     ) -> Result<(u16, Value), ApiError> {
-        let decode = |held: Option<Arc<StoredObject>>| {
-            held.and_then(|h| serde_json::from_slice::<Value>(&h.value).ok())
-        };
-        let record = decode(self.held(&ask.key()).await?)
-            .and_then(|v| serde_json::from_value::<tokens::Record>(v).ok());
+        let record = self.held(&ask.key()).await?;
+        let record = record.and_then(|h| serde_json::from_slice::<tokens::Record>(&h.value).ok());
         let pod_key = ObjKey::new("pods", &ask.namespace, &ask.pod_name);
-        let pod = decode(self.held(&pod_key).await?);
+        let pod = self.held(&pod_key).await?;
+        let pod = pod.and_then(|h| serde_json::from_slice::<Value>(&h.value).ok());
         match ask.answer_offline(record.as_ref(), pod.as_ref(), now_unix()) {
             Ok(answer) => Ok((201, answer)),
             Err(miss) => Err(ApiError::service_unavailable(format!(

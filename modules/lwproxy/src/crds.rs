@@ -52,7 +52,8 @@ async fn resync(store: &Store, registry: &Registry) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn register(registry: &Registry, name: &str, value: &[u8]) {
+/// Serves the resources of CRD `name` (`plural.group`) held as `value`.
+pub(crate) fn register(registry: &Registry, name: &str, value: &[u8]) {
     let resources = match serde_json::from_slice::<Value>(value)
         .map_err(|e| e.to_string())
         .and_then(|crd| apimachinery::catalog::from_crd(&crd).map_err(|e| e.to_string()))

@@ -277,17 +277,18 @@ impl Subscriptions {
         }
     }
 
-    /// Stores the CRD of custom resource `sub` and waits (at most the sync timeout) until the
-    /// registry serves the kind.
+    /// Stores the CRD of custom resource `sub` and serves its kind.
     async fn store_definition(
         &self,
         sub: &Subscription,
         crd: serde_json::Value,
     ) -> Result<(), ApiError> {
         let key = crd_key(sub);
+        // Served at once (the CRD follower, which sees the same write, does the same).
+        let bytes = serde_json::to_vec(&crd).expect("a JSON value serializes");
         if let Err(e) = self
             .meta
-            .write_through(key, CloudAnswer::Created(crd))
+            .write_through(key.clone(), CloudAnswer::Created(crd))
             .await
         {
             return Err(ApiError::internal(format!(
@@ -296,15 +297,7 @@ impl Subscriptions {
                 ErrorChain(&e)
             )));
         }
-        let served = || {
-            self.registry
-                .get(&sub.group, &sub.version, &sub.resource)
-                .is_some()
-        };
-        let deadline = Instant::now() + self.settings.sync_timeout;
-        while !served() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        crate::crds::register(&self.registry, &key.name, &bytes);
         Ok(())
     }
 
