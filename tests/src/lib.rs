@@ -287,6 +287,7 @@ pub async fn linked_site(pki: &Pki, dir: &Path, node: &str) -> (Cloud, Edge) {
         &dir.join("edge.db"),
     );
     let edge = edge(config).await;
+    edge.linked().await;
     (cloud, edge)
 }
 
@@ -381,6 +382,17 @@ impl Edge {
         let mut config = kube::Config::new(url.parse().unwrap());
         config.default_retry = false;
         kube::Client::try_from(config).unwrap()
+    }
+
+    /// Waits (bounded) until lwproxy forwards writes to the cloud: until then it answers
+    /// them from the edge store as it does offline.
+    pub async fn linked(&self) {
+        let mut link = self.running.lwproxy().expect("lwproxy runs").link();
+        let up = link.wait_for(|l| *l == lwproxy::Link::Up);
+        tokio::time::timeout(Duration::from_secs(30), up)
+            .await
+            .expect("the edge links to the cloud in time")
+            .expect("lwproxy follows the link");
     }
 
     /// `(key, cloud rv)` of everything the edge store holds.

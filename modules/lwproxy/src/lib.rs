@@ -98,6 +98,7 @@ pub struct Handle {
     limiter: kapi::ClientLimiter,
     app: axum::Router,
     subscriptions: Arc<Subscriptions>,
+    link: watch::Receiver<Link>,
 }
 
 // === impl LwProxy ===
@@ -122,7 +123,7 @@ impl LwProxy {
             config.subscriptions(),
         );
         subscriptions.restore().await?;
-        let forwarder = Forwarder::new(meta, link, config.forward_timeout);
+        let forwarder = Forwarder::new(meta, link.clone(), config.forward_timeout);
         let api = Api {
             registry: registry.clone(),
             store: store.clone(),
@@ -152,6 +153,7 @@ impl LwProxy {
             limiter: limiter.clone(),
             app: app.clone(),
             subscriptions: subscriptions.clone(),
+            link: link.clone(),
         };
         tracing::info!(bound = %addr, url = %handle.url(), "lwproxy listening");
         // A loopback listener serves loopback names only (DNS rebinding); only what comes over
@@ -246,6 +248,11 @@ impl Module for LwProxy {
 // === impl Handle ===
 
 impl Handle {
+    /// Whether writes are forwarded to the cloud (the link lwproxy follows).
+    pub fn link(&self) -> watch::Receiver<Link> {
+        self.link.clone()
+    }
+
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
