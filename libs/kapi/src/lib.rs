@@ -7,6 +7,7 @@
 
 mod client_limits;
 pub mod local;
+pub mod nodes;
 mod registry;
 pub mod serve;
 mod server;
