@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod dialer;
 
 use std::net::SocketAddr;
 
@@ -49,6 +50,7 @@ pub async fn start_with(
     let capacity = config.common_config.mailbox_size.get();
     let mut runtime = beehive::Runtime::new().with_default_capacity(capacity);
     let mut api = None;
+    let dialer = dialer::new();
     let kubeconfig = match config.kube_api_config.kube_config.as_os_str().is_empty() {
         false => Some(config.kube_api_config.kube_config.clone()),
         true if config.modules.api_server.enable => {
@@ -74,6 +76,7 @@ pub async fn start_with(
                 .await
                 .context("starting modules.cloudHub")?;
         runtime.register(module);
+        dialer.bind(handle.clone());
         hub = Some(handle);
     }
     let mut controller = None;

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod tunnels;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,10 +45,12 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     let downstream = meta_module.downstream();
     runtime.register(meta_module);
     let mut hub = None;
+    let kubelet_api = tunnels::KubeletApi::default();
     if config.modules.edge_hub.enable {
         let hub_config = config.modules.edge_hub.clone();
         let (module, handle) = edgehub::EdgeHub::new(hub_config, meta.clone(), downstream)
             .context("starting modules.edgeHub")?;
+        let module = module.with_tunnels(tunnels::server(kubelet_api.clone(), shutdown.clone()));
         let files = &config.modules.edge_hub;
         tracing::info!(
             node_id = handle.node(),
@@ -92,6 +95,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         )
         .await
         .context("starting modules.edged")?;
+        let _ = kubelet_api.set(module.kubelet_api());
         runtime.register(module);
     }
     let store_ready = meta.clone();

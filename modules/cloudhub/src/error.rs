@@ -64,3 +64,18 @@ impl From<wire::SessionError> for HubError {
         }
     }
 }
+
+/// Why no stream to a node's kubelet API could be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum TunnelError {
+    /// The node holds no session with this cloudhub.
+    #[error("node {node} is not connected to cloudcore")]
+    NotConnected { node: String },
+    /// The session is there but the stream could not be opened.
+    #[error("opening a stream to node {node}")]
+    Open {
+        node: String,
+        #[source]
+        source: link::LinkError,
+    },
+}

@@ -53,7 +53,7 @@ use tokio_util::task::TaskTracker;
 use wire::{Digest, KeepaliveConfig, Limits, NodeResource, ObjectRef, ToController, WindowConfig};
 
 pub use config::{Config, Listener as ListenerConfig};
-pub use error::HubError;
+pub use error::{HubError, TunnelError};
 
 /// Module name.
 pub const NAME: &str = "cloudhub";
@@ -521,6 +521,26 @@ impl Handle {
             - s.handshakes.available_permits()
             - s.reserved_handshakes.available_permits();
         (running, s.handshakes_waiting.load(Ordering::Relaxed))
+    }
+
+    /// A new stream to the kubelet API of `node`, over its live session (HTTP/1.1 is spoken
+    /// over it). A node without a session is refused at once.
+    pub async fn open_tunnel(&self, node: &str) -> Result<link::TunnelStream, TunnelError> {
+        let not_connected = || TunnelError::NotConnected {
+            node: node.to_owned(),
+        };
+        let slot = self.shared.nodes.get(node).ok_or_else(not_connected)?;
+        let opener = slot
+            .tunnels
+            .lock()
+            .expect("tunnels lock poisoned")
+            .as_ref()
+            .map(|(_, opener)| opener.clone())
+            .ok_or_else(not_connected)?;
+        opener.open().await.map_err(|source| TunnelError::Open {
+            node: node.to_owned(),
+            source,
+        })
     }
 
     /// Counters of one node, `None` if cloudhub never heard of it.

@@ -39,6 +39,8 @@ pub(crate) struct NodeSlot {
     /// Replies to the node's requests that found its queue full, oldest first: they join the
     /// queue as soon as it has room (a reply is never dropped; a resync would not restore it).
     pub held_replies: Mutex<VecDeque<(String, Message)>>,
+    /// The live session's id and what opens streams to the node's kubelet API over it.
+    pub tunnels: Mutex<Option<(u64, link::TunnelOpener)>>,
 }
 
 /// Counters of one node.
@@ -143,6 +145,7 @@ impl NodeSlot {
             stats: NodeStats::default(),
             live_bytes: Mutex::new(None),
             held_replies: Mutex::new(VecDeque::new()),
+            tunnels: Mutex::new(None),
         }
     }
 

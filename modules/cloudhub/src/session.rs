@@ -132,6 +132,8 @@ struct Admitted {
     frames: link::FrameChannel,
     hello: Hello,
     bytes: link::ByteCounters,
+    /// Opens streams to the node's kubelet API on this connection.
+    tunnels: Option<link::TunnelOpener>,
 }
 
 /// The handshakes, the node's name from its certificate, and its hello.
@@ -158,6 +160,7 @@ async fn admit(
         return Err(refuse_revoked(conn, &node, at).await);
     }
     let bytes = conn.bytes();
+    let tunnels = conn.opener();
     // A reader task decodes frames while the session writes (reading in the session's own
     // `select!` would save the task and its channel, 1.4 KiB per session, but costs about a
     // tenth of the throughput).
@@ -190,6 +193,7 @@ async fn admit(
         frames,
         hello,
         bytes,
+        tunnels,
     })
 }
 
@@ -223,6 +227,7 @@ async fn run(
         mut frames,
         hello,
         bytes,
+        tunnels,
     } = Box::pin(admit(incoming, ticket, shared)).await?;
     let slot = shared.nodes.slot(&node);
     let session_id = shared.next_session_id();
@@ -262,6 +267,8 @@ async fn run(
         Ok(()) => {
             // A valid session: the address may use the reserved handshake slots from now on.
             shared.gate.remember(remote.ip());
+            *slot.tunnels.lock().expect("tunnels lock poisoned") =
+                tunnels.map(|t| (session_id, t));
             session.run_loop(&mut frames, handled_rx, &cancel).await
         }
         Err(e) => Err(e),
@@ -555,6 +562,12 @@ impl Session<'_> {
             let mut current = self.slot.current.lock().expect("session lock poisoned");
             if current.as_ref().is_some_and(|(id, _)| *id == session_id) {
                 *current = None;
+            }
+        }
+        {
+            let mut tunnels = self.slot.tunnels.lock().expect("tunnels lock poisoned");
+            if tunnels.as_ref().is_some_and(|(id, _)| *id == session_id) {
+                *tunnels = None;
             }
         }
         self.core

@@ -57,7 +57,13 @@ pub struct EdgeHub {
     stats: Arc<Stats>,
     /// The sessions' helper tasks (the forwarder to metamanager): a shutdown waits for them.
     tasks: TaskTracker,
+    /// Serves the streams cloudhub opens to this node (none: they are closed at once).
+    tunnels: Option<TunnelServer>,
 }
+
+/// What serves one stream cloudhub opened to this node (the kubelet API, in edgecore): it
+/// must return at once, spawning whatever serves the stream.
+pub type TunnelServer = Arc<dyn Fn(link::TunnelStream) + Send + Sync>;
 
 /// A handle on edgehub for the daemon and tests.
 #[derive(Clone)]
@@ -137,9 +143,17 @@ impl EdgeHub {
                 state,
                 stats,
                 tasks: TaskTracker::new(),
+                tunnels: None,
             },
             handle,
         ))
+    }
+
+    /// Serves the streams cloudhub opens to this node with `serve` (the kubelet API). Without
+    /// it, they are closed as soon as they arrive.
+    pub fn with_tunnels(mut self, serve: TunnelServer) -> Self {
+        self.tunnels = Some(serve);
+        self
     }
 
     /// This machine's clock, Unix seconds (moved by the test-only `clock_offset_secs`).

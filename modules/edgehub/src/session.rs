@@ -30,6 +30,8 @@ pub(crate) struct Established {
     sink: FrameSink,
     frames: link::FrameChannel,
     welcome: wire::Welcome,
+    /// The streams cloudhub opens on this connection (its tunnel to this node's kubelet API).
+    tunnels: Option<link::TunnelAcceptor>,
 }
 
 /// Dials `server`, says hello and reads the welcome.
@@ -57,7 +59,8 @@ pub(crate) async fn dial(hub: &EdgeHub, server: &str) -> Result<Established, Hub
         handshake_timeout: handshake,
         write_timeout: write,
     };
-    let conn = link::connect(transport, addr, &tls, limits).await?;
+    let mut conn = link::connect(transport, addr, &tls, limits).await?;
+    let tunnels = conn.take_acceptor();
     let (mut sink, stream) = conn.split();
     let mut frames = stream.into_channel(256);
     let hello = Hello {
@@ -84,6 +87,7 @@ pub(crate) async fn dial(hub: &EdgeHub, server: &str) -> Result<Established, Hub
         sink,
         frames,
         welcome,
+        tunnels,
     })
 }
 
@@ -101,7 +105,12 @@ pub(crate) async fn run(
         sink,
         mut frames,
         welcome,
+        tunnels,
     } = established;
+    if let (Some(tunnels), Some(serve)) = (tunnels, hub.tunnels.clone()) {
+        hub.tasks
+            .spawn(accept_tunnels(tunnels, serve, shutdown.clone()));
+    }
     let window = WindowConfig {
         window: hub.config.window,
         ..WindowConfig::default()
@@ -150,6 +159,25 @@ pub(crate) async fn run(
         session.sink.close("edgecore shutting down").await;
     }
     result
+}
+
+/// Hands each stream cloudhub opens on this connection to `serve`, until the connection ends.
+async fn accept_tunnels(
+    mut tunnels: link::TunnelAcceptor,
+    serve: crate::TunnelServer,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let stream = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return,
+            stream = tunnels.accept() => stream,
+        };
+        match stream {
+            Some(stream) => serve(stream),
+            None => return,
+        }
+    }
 }
 
 struct Session<'a> {
