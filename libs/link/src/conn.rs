@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wire::Frame;
 
-use crate::{ClientTls, Limits, LinkError, ServerTls, Transport, quic, ws};
+use crate::{
+    ClientTls, Limits, LinkError, ServerTls, Transport, TunnelAcceptor, TunnelOpener, quic, ws,
+};
 
 /// A bound server socket: a TCP listener (WebSocket) or a QUIC endpoint.
 pub struct Listener {
@@ -38,6 +40,8 @@ pub struct Conn {
     sink: FrameSink,
     stream: FrameStream,
     bytes: ByteCounters,
+    opener: Option<TunnelOpener>,
+    acceptor: Option<TunnelAcceptor>,
 }
 
 /// The sending half of a [`Conn`].
@@ -102,6 +106,20 @@ pub(crate) enum StreamInner {
     Quic(Box<quic::Stream>),
 }
 
+/// What a transport's handshakes produce.
+pub(crate) struct Parts {
+    pub(crate) sink: SinkInner,
+    pub(crate) stream: StreamInner,
+    pub(crate) tunnels: Tunnels,
+    pub(crate) peer_cert: Option<pki::Der<'static>>,
+}
+
+/// The tunnel end of a connection: the server opens, the client accepts.
+pub(crate) enum Tunnels {
+    Opener(TunnelOpener),
+    Acceptor(TunnelAcceptor),
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum StreamState {
     Open,
@@ -116,14 +134,14 @@ pub async fn connect(
     tls: &ClientTls,
     limits: Limits,
 ) -> Result<Conn, LinkError> {
-    let (sink, stream) = handshake(limits.handshake_timeout, async {
+    let parts = handshake(limits.handshake_timeout, async {
         match transport {
-            Transport::WebSocket => ws::connect(addr, tls, limits.max_frame).await,
-            Transport::Quic => quic::connect(addr, tls, limits.max_frame).await,
+            Transport::WebSocket => ws::connect(addr, tls, limits).await,
+            Transport::Quic => quic::connect(addr, tls, limits).await,
         }
     })
     .await?;
-    Ok(Conn::new(transport, addr, None, limits, sink, stream))
+    Ok(Conn::new(transport, addr, limits, parts))
 }
 
 /// Dials QUIC connections from one shared UDP socket, so one process can open thousands of
@@ -148,9 +166,9 @@ impl QuicDialer {
         tls: &ClientTls,
         limits: Limits,
     ) -> Result<Conn, LinkError> {
-        let dial = crate::quic::connect_on(&self.endpoint, None, addr, tls, limits.max_frame);
-        let (sink, stream) = handshake(limits.handshake_timeout, dial).await?;
-        Ok(Conn::new(Transport::Quic, addr, None, limits, sink, stream))
+        let dial = crate::quic::connect_on(&self.endpoint, None, addr, tls, limits);
+        let parts = handshake(limits.handshake_timeout, dial).await?;
+        Ok(Conn::new(Transport::Quic, addr, limits, parts))
     }
 }
 
@@ -281,15 +299,8 @@ impl Incoming {
                     .map(|conn| (Transport::Quic, conn))
             }
         };
-        let (transport, (sink, stream, peer_cert)) = established?;
-        Ok(Conn::new(
-            transport,
-            remote_addr,
-            peer_cert,
-            limits,
-            sink,
-            stream,
-        ))
+        let (transport, parts) = established?;
+        Ok(Conn::new(transport, remote_addr, limits, parts))
     }
 }
 
@@ -304,14 +315,17 @@ impl fmt::Debug for Incoming {
 // === impl Conn ===
 
 impl Conn {
-    fn new(
-        transport: Transport,
-        remote_addr: SocketAddr,
-        peer_cert: Option<pki::Der<'static>>,
-        limits: Limits,
-        sink: SinkInner,
-        stream: StreamInner,
-    ) -> Conn {
+    fn new(transport: Transport, remote_addr: SocketAddr, limits: Limits, parts: Parts) -> Conn {
+        let Parts {
+            sink,
+            stream,
+            tunnels,
+            peer_cert,
+        } = parts;
+        let (opener, acceptor) = match tunnels {
+            Tunnels::Opener(opener) => (Some(opener), None),
+            Tunnels::Acceptor(acceptor) => (None, Some(acceptor)),
+        };
         let bytes = ByteCounters::default();
         Conn {
             transport,
@@ -330,7 +344,22 @@ impl Conn {
                 bytes: bytes.clone(),
             },
             bytes,
+            opener,
+            acceptor,
         }
+    }
+
+    /// Opens tunnel streams to the client (server-side connections; `None` on the client
+    /// side). Take it before [`split`](Conn::split): it stays usable until the connection ends.
+    pub fn opener(&self) -> Option<TunnelOpener> {
+        self.opener.clone()
+    }
+
+    /// Receives the tunnel streams the server opens (client-side connections: `Some` the first
+    /// time, `None` after, and always `None` on the server side). Take it before
+    /// [`split`](Conn::split); when nobody took it, the server's streams are reset.
+    pub fn take_acceptor(&mut self) -> Option<TunnelAcceptor> {
+        self.acceptor.take()
     }
 
     /// The node name from the peer's client certificate (server side). `None` on the client

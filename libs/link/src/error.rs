@@ -81,6 +81,15 @@ pub enum LinkError {
     /// The listener or connection is closed, or failed earlier.
     #[error("closed")]
     Closed,
+    /// The connection has ended: no tunnel stream can be opened on it.
+    #[error("the connection has ended")]
+    ConnectionEnded,
+    /// As many tunnel streams as the peer allows are open; one must close first.
+    #[error("the limit of {max} open tunnel streams is reached")]
+    TunnelLimit { max: usize },
+    /// The stream multiplexer of the WebSocket transport failed (the peer broke its protocol).
+    #[error("the websocket stream multiplexer failed")]
+    Mux(#[source] yamux::ConnectionError),
 }
 
 /// A transport name that is neither `websocket` nor `quic`.

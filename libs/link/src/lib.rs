@@ -1,20 +1,35 @@
 //! link: the transports that carry [`wire::Frame`]s between cloudhub (server) and edgehub
-//! (client), always over mutual TLS. cloudhub binds a [`Listener`] and hands each accepted
-//! [`Incoming`] to its own session task, which finishes the handshakes with
-//! [`Incoming::establish`]; edgehub dials with [`connect`]. Both get a [`Conn`], split into a
-//! [`FrameSink`] and a [`FrameStream`] that the session drives independently.
+//! (client), always over mutual TLS, and beside them the tunnel streams the cloud opens to a
+//! node. cloudhub binds a [`Listener`] and hands each accepted [`Incoming`] to its own session
+//! task, which finishes the handshakes with [`Incoming::establish`]; edgehub dials with
+//! [`connect`]. Both get a [`Conn`], split into a [`FrameSink`] and a [`FrameStream`] that the
+//! session drives independently.
 //!
-//! Two transports, one API ([`Transport`]):
+//! Every connection carries several byte streams; the frames travel on the first, which the
+//! client opens. On it both ends first write [`QUIC_PREAMBLE`] (so each knows the other end
+//! really serves the link), then frames follow, each preceded by its length (4 bytes
+//! big-endian, see [`wire::FrameReader`]); a declared length above [`Limits::max_frame`] is
+//! refused before any of its body is read. Two transports, one API ([`Transport`]):
 //!
-//! - **WebSocket over TLS** (KubeEdge's default, port 10000): TCP, rustls, then a WebSocket
-//!   upgrade. One frame per binary message. Text messages and undecodable binary messages end the
-//!   session; a message above [`Limits::max_frame`] is refused from its header, before its body
-//!   is buffered.
-//! - **QUIC** (port 10001), ALPN [`QUIC_ALPN`]: the client opens one bidirectional stream, both
-//!   ends write [`QUIC_PREAMBLE`] on it (so each knows the other end really serves the link),
-//!   then frames follow, each preceded by its length (4 bytes big-endian, see
-//!   [`wire::FrameReader`]). A declared length above the limit is refused before any of its body
-//!   is read.
+//! - **WebSocket over TLS** (KubeEdge's default, port 10000): TCP, rustls, a WebSocket upgrade,
+//!   then the yamux stream multiplexer over the binary messages, read as one byte stream. A text
+//!   message, a WebSocket message header above 64 KiB (refused from the header) or bytes that
+//!   break yamux's protocol end the connection with an error.
+//! - **QUIC** (port 10001), ALPN [`QUIC_ALPN`]: QUIC's own bidirectional streams.
+//!
+//! **Tunnel streams.** The server end opens byte streams to the client end with the
+//! [`TunnelOpener`] from [`Conn::opener`] (a [`TunnelStream`] is tokio `AsyncRead + AsyncWrite`;
+//! `shutdown()` half-closes it, dropping it before that resets it); the client end takes them
+//! from the [`TunnelAcceptor`] of [`Conn::take_acceptor`]. Each starts with
+//! [`TUNNEL_PREAMBLE`], written by the opener and stripped by the acceptor, so the client sees a
+//! stream as soon as it is opened on either transport. The client can open no stream but the
+//! frame stream: QUIC's stream limit forbids it, and on WebSocket the server resets any other
+//! stream with a log line. At most [`MAX_TUNNEL_STREAMS`] are open at a time; `open` fails at
+//! once past that ([`LinkError::TunnelLimit`]) or once the connection has ended
+//! ([`LinkError::ConnectionEnded`]). Each stream's receive window is 256 KiB and the
+//! connection's has room for all of them, so a tunnel whose reader stopped holds up neither the
+//! frames nor the other tunnels. The connection lives as long as its frame halves: when both are
+//! dropped or closed, its tunnel streams end with it.
 //!
 //! The server always requires a client certificate signed by its CA; the node name is read from
 //! it ([`Conn::peer_node`], CN `system:node:<name>`, O `system:nodes`). The client checks the
@@ -25,13 +40,13 @@
 //! session forever), and buffers are bounded by the frame limit and by flow control. Bad bytes
 //! from a peer are an error for that one connection, never a panic.
 //!
-//! Ending a connection: [`FrameSink::close`] sends a `Close` frame, then the transport's close
-//! (WebSocket close message; QUIC stream finish, then `CONNECTION_CLOSE` once the peer has
-//! acknowledged everything), and the peer's [`FrameStream::recv`] returns the `Close` frame and
-//! then `Ok(None)`. Liveness is the session's business (`wire::Keepalive`); on QUIC the client
-//! additionally sends a keep-alive after 20 s without sending anything, and both ends drop a
-//! connection that heard nothing for 30 s.
-//! [`Listener::close`] stops accepting but leaves established connections alone.
+//! Ending a connection: [`FrameSink::close`] sends a `Close` frame, then ends the frame stream
+//! and closes the connection (WebSocket: yamux GoAway, then the WebSocket close message; QUIC:
+//! `CONNECTION_CLOSE` once the peer has acknowledged everything), and the peer's
+//! [`FrameStream::recv`] returns the `Close` frame and then `Ok(None)`. Liveness is the
+//! session's business (`wire::Keepalive`); on QUIC the client additionally sends a keep-alive
+//! after 20 s without sending anything, and both ends drop a connection that heard nothing for
+//! 30 s. [`Listener::close`] stops accepting but leaves established connections alone.
 //!
 //! [`faultproxy`] is a TCP proxy that delays, blackholes and cuts connections, for tests and the
 //! load generator.
@@ -40,8 +55,11 @@
 mod conn;
 mod error;
 pub mod faultproxy;
+mod mux;
 mod quic;
+mod tunnel;
 mod ws;
+mod wsbytes;
 
 use std::fmt;
 use std::str::FromStr;
@@ -52,11 +70,13 @@ pub use conn::{
     connect,
 };
 pub use error::{LinkError, UnknownTransport};
+pub use tunnel::{MAX_TUNNEL_STREAMS, TUNNEL_PREAMBLE, TunnelAcceptor, TunnelOpener, TunnelStream};
 
 /// ALPN protocol of the QUIC transport.
 pub const QUIC_ALPN: &[u8] = b"kubeedge-rs/1";
 
-/// The bytes each end writes first on the QUIC stream.
+/// The bytes each end writes first on the frame stream (both transports; the name is older than
+/// the WebSocket transport's streams).
 pub const QUIC_PREAMBLE: &[u8; 8] = b"KELINK\x00\x01";
 
 /// KubeEdge's WebSocket port.

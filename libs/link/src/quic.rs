@@ -1,5 +1,10 @@
 //! QUIC: one bidirectional stream opened by the client, both ends write [`QUIC_PREAMBLE`], then
-//! length-prefixed frames.
+//! length-prefixed frames. The server opens tunnel streams beside it (bidirectional streams too).
+//!
+//! Stream limits: the server lets the client open its one frame stream and no other; the client
+//! lets the server open [`MAX_TUNNEL_STREAMS`]. Every stream's receive window is
+//! [`STREAM_WINDOW`] and the connection's window has room for all of them at once, so a tunnel
+//! whose reader stopped never holds up the frames.
 //!
 //! Packets are what a session costs: one cloudhub holds many thousands of connections on one
 //! socket, and on loopback each datagram costs both ends a system call and a task wake-up. So
@@ -21,8 +26,11 @@ use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 use wire::{Frame, FrameReader, LENGTH_PREFIX_LEN};
 
-use crate::conn::{SinkInner, StreamInner};
-use crate::{ClientTls, Limits, LinkError, QUIC_ALPN, QUIC_PREAMBLE, ServerTls};
+use crate::conn::{Parts, SinkInner, StreamInner, Tunnels};
+use crate::{
+    ClientTls, Limits, LinkError, MAX_TUNNEL_STREAMS, QUIC_ALPN, QUIC_PREAMBLE, ServerTls,
+    TunnelAcceptor, TunnelOpener,
+};
 
 /// The client pings the server when it sent nothing for this long, so NATs keep the path open.
 /// The sessions' own pings (every 15 s by default, from both ends) keep it busier than that, so
@@ -55,6 +63,19 @@ const MTU_PROBE: u16 = 1452;
 /// each dropped Initial costs its connection a retransmission timeout of a second or more.
 const SOCKET_BUFFER: usize = 8 << 20;
 
+/// How many streams the client lets the server open at a time: more than the server's own
+/// limit, [`MAX_TUNNEL_STREAMS`], because quinn announces freed streams to the peer only once an
+/// eighth of the limit is free; with exactly 64 the server could be refused a stream with 56 open.
+const PEER_STREAMS: u32 = MAX_TUNNEL_STREAMS as u32 + MAX_TUNNEL_STREAMS as u32 / 4;
+
+/// The receive window of every stream, frame stream and tunnels alike: what a tunnel whose
+/// reader stopped may leave buffered at the receiver.
+const STREAM_WINDOW: u32 = 256 * 1024;
+
+/// The connection's receive window: every stream's window at once (the frame stream and as many
+/// tunnels as are allowed), so stalled tunnels cannot use up what the frame stream needs.
+const CONNECTION_WINDOW: u32 = STREAM_WINDOW * (PEER_STREAMS + 1);
+
 /// Application error code of an orderly close.
 const CLOSE_NORMAL: u32 = 0;
 
@@ -71,7 +92,7 @@ pub(crate) struct Incoming {
 
 pub(crate) struct Sink {
     send: SendStream,
-    conn: Connection,
+    conn: Arc<CloseOnDrop>,
     buf: Vec<u8>,
     /// The client's own endpoint, kept as long as the connection.
     _endpoint: Option<Endpoint>,
@@ -82,8 +103,13 @@ pub(crate) struct Stream {
     reader: FrameReader,
     /// Bytes read and not yet accounted to a frame.
     read: usize,
+    _conn: Arc<CloseOnDrop>,
     _endpoint: Option<Endpoint>,
 }
+
+/// The connection, closed when the frame stream's two halves are gone (tunnel streams, the
+/// opener and the acceptor hold it too, and must not keep it open on their own).
+struct CloseOnDrop(Connection);
 
 /// Which end of the connection a config or stream half is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -96,10 +122,10 @@ enum Side {
 pub(crate) async fn connect(
     addr: SocketAddr,
     tls: &ClientTls,
-    max_frame: usize,
-) -> Result<(SinkInner, StreamInner), LinkError> {
+    limits: Limits,
+) -> Result<Parts, LinkError> {
     let endpoint = client_endpoint(client_bind_addr(addr))?;
-    connect_on(&endpoint, Some(endpoint.clone()), addr, tls, max_frame).await
+    connect_on(&endpoint, Some(endpoint.clone()), addr, tls, limits).await
 }
 
 /// A client endpoint bound to `local`.
@@ -114,8 +140,8 @@ pub(crate) async fn connect_on(
     keep: Option<Endpoint>,
     addr: SocketAddr,
     tls: &ClientTls,
-    max_frame: usize,
-) -> Result<(SinkInner, StreamInner), LinkError> {
+    limits: Limits,
+) -> Result<Parts, LinkError> {
     let identity = Some((tls.cert_pem.as_str(), tls.key_pem.as_str()));
     let crypto = pki::client_config(&tls.ca_pem, identity, &[QUIC_ALPN])?;
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
@@ -126,7 +152,16 @@ pub(crate) async fn connect_on(
     let (mut send, mut recv) = conn.open_bi().await?;
     send.write_all(QUIC_PREAMBLE).await?;
     read_preamble(&mut recv).await?;
-    Ok(halves(conn, send, recv, max_frame, keep))
+    let acceptor = TunnelAcceptor::quic(conn.clone(), limits.handshake_timeout);
+    Ok(parts(
+        conn,
+        send,
+        recv,
+        limits.max_frame,
+        keep,
+        Tunnels::Acceptor(acceptor),
+        None,
+    ))
 }
 
 // === impl Listener ===
@@ -172,17 +207,22 @@ impl Incoming {
 
     /// The QUIC handshake (the client certificate is checked here), then the client's stream and
     /// the preambles.
-    pub(crate) async fn establish(
-        self,
-        limits: Limits,
-    ) -> Result<(SinkInner, StreamInner, Option<CertificateDer<'static>>), LinkError> {
+    pub(crate) async fn establish(self, limits: Limits) -> Result<Parts, LinkError> {
         let conn = self.incoming.accept()?.await?;
         let peer_cert = peer_cert(&conn);
         let (mut send, mut recv) = conn.accept_bi().await?;
         read_preamble(&mut recv).await?;
         send.write_all(QUIC_PREAMBLE).await?;
-        let (sink, stream) = halves(conn, send, recv, limits.max_frame, None);
-        Ok((sink, stream, peer_cert))
+        let opener = TunnelOpener::quic(conn.clone(), limits.write_timeout);
+        Ok(parts(
+            conn,
+            send,
+            recv,
+            limits.max_frame,
+            None,
+            Tunnels::Opener(opener),
+            peer_cert,
+        ))
     }
 }
 
@@ -224,7 +264,7 @@ impl Sink {
             let _ = tokio::time::timeout_at(deadline, self.send.stopped()).await;
         }
         let reason = &reason.as_bytes()[..reason.len().min(MAX_CLOSE_REASON)];
-        self.conn.close(VarInt::from_u32(CLOSE_NORMAL), reason);
+        self.conn.0.close(VarInt::from_u32(CLOSE_NORMAL), reason);
     }
 }
 
@@ -259,16 +299,27 @@ impl Stream {
     }
 }
 
-fn halves(
+// === impl CloseOnDrop ===
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close(VarInt::from_u32(CLOSE_NORMAL), b"");
+    }
+}
+
+fn parts(
     conn: Connection,
     send: SendStream,
     recv: RecvStream,
     max_frame: usize,
     endpoint: Option<Endpoint>,
-) -> (SinkInner, StreamInner) {
+    tunnels: Tunnels,
+    peer_cert: Option<CertificateDer<'static>>,
+) -> Parts {
+    let conn = Arc::new(CloseOnDrop(conn));
     let sink = Sink {
         send,
-        conn,
+        conn: conn.clone(),
         buf: Vec::new(),
         _endpoint: endpoint.clone(),
     };
@@ -276,14 +327,24 @@ fn halves(
         recv,
         reader: FrameReader::new(max_frame),
         read: 0,
+        _conn: conn,
         _endpoint: endpoint,
     };
-    (SinkInner::Quic(sink), StreamInner::Quic(Box::new(stream)))
+    Parts {
+        sink: SinkInner::Quic(sink),
+        stream: StreamInner::Quic(Box::new(stream)),
+        tunnels,
+        peer_cert,
+    }
 }
 
 /// Appends the 4-byte big-endian length and the frame to `buf`, or nothing if the frame is above
 /// `max_frame` (the same framing as [`wire::encode_prefixed`], without a buffer per frame).
-fn append_prefixed(buf: &mut Vec<u8>, frame: &Frame, max_frame: usize) -> Result<(), LinkError> {
+pub(crate) fn append_prefixed(
+    buf: &mut Vec<u8>,
+    frame: &Frame,
+    max_frame: usize,
+) -> Result<(), LinkError> {
     let start = buf.len();
     buf.extend_from_slice(&[0; LENGTH_PREFIX_LEN]);
     wire::encode_into(frame, buf);
@@ -341,13 +402,13 @@ fn reset_key(server_key_pem: &str) -> ring::hmac::Key {
 }
 
 /// Idle timeout, keep-alive (client only), streams (the server allows the client its one, the
-/// client allows none) and a single path MTU probe: straight to the largest size, kept if it
+/// client allows the server [`PEER_STREAMS`]), windows, and a single path MTU probe: straight to the largest size, kept if it
 /// gets through (the binary search quinn does by default costs four probes and their acks, per
 /// end and connection).
 fn transport_config(side: Side) -> TransportConfig {
     let (keep_alive, bidi_streams) = match side {
-        Side::Client => (Some(KEEP_ALIVE), 0u8),
-        Side::Server => (None, 1u8),
+        Side::Client => (Some(KEEP_ALIVE), PEER_STREAMS),
+        Side::Server => (None, 1),
     };
     let mut mtu = MtuDiscoveryConfig::default();
     mtu.upper_bound(MTU_PROBE)
@@ -358,6 +419,8 @@ fn transport_config(side: Side) -> TransportConfig {
         .max_idle_timeout(Some(idle_timeout()))
         .max_concurrent_bidi_streams(bidi_streams.into())
         .max_concurrent_uni_streams(0u8.into())
+        .stream_receive_window(STREAM_WINDOW.into())
+        .receive_window(CONNECTION_WINDOW.into())
         .mtu_discovery_config(Some(mtu));
     config
 }

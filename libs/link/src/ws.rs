@@ -1,23 +1,33 @@
-//! WebSocket over TLS over TCP: one frame per binary message.
+//! WebSocket over TLS over TCP, multiplexed by yamux ([`crate::mux`]): the frames travel on the
+//! first stream, opened by the client, length-prefixed as on QUIC after [`QUIC_PREAMBLE`] each
+//! way; the server opens tunnel streams beside it.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
-use futures::stream::{SplitSink, SplitStream};
-use futures::{SinkExt, StreamExt};
+use futures::io::{ReadHalf, WriteHalf};
+use futures::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_rustls::{TlsAcceptor, TlsConnector, TlsStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::{Bytes, Message};
-use wire::Frame;
+use wire::{Frame, FrameReader};
 
-use crate::conn::{SinkInner, StreamInner};
-use crate::{ClientTls, Limits, LinkError, ServerTls};
+use crate::conn::{Parts, SinkInner, StreamInner, Tunnels};
+use crate::mux::{self, Inbound, Mux, SessionHandle};
+use crate::quic::append_prefixed;
+use crate::wsbytes::{self, Failure, WsBytes};
+use crate::{
+    ClientTls, Limits, LinkError, MAX_TUNNEL_STREAMS, QUIC_PREAMBLE, ServerTls, TunnelAcceptor,
+    TunnelOpener,
+};
 
 /// The path the client asks for in the upgrade request (the server accepts any).
 const PATH: &str = "/kubeedge/link";
@@ -28,7 +38,21 @@ const PATH: &str = "/kubeedge/link";
 /// throughput (still 130,000 acked messages a second; see BENCHMARKS.md).
 const IO_BUFFER: usize = 8 * 1024;
 
-type WsStream = WebSocketStream<TlsStream<TcpStream>>;
+/// Largest WebSocket message accepted: the multiplexer's writes are far smaller
+/// ([`wsbytes::MAX_WRITE`] at most); the frame limit applies to the frames, from their length
+/// prefix, on the frame stream.
+const MAX_MESSAGE: usize = wsbytes::MAX_WRITE;
+
+/// Buffered frame bytes after which `feed` writes them out.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// A send buffer larger than this is released after the flush.
+const KEEP_BUFFER: usize = 4 * 1024;
+
+/// Bytes taken from the frame stream at a time (on the stack, during one poll).
+const READ_CHUNK: usize = 16 * 1024;
+
+pub(crate) type WsStream = WebSocketStream<TlsStream<TcpStream>>;
 
 pub(crate) struct Listener {
     tcp: TcpListener,
@@ -41,20 +65,28 @@ pub(crate) struct Incoming {
 }
 
 pub(crate) struct Sink {
-    inner: SplitSink<WsStream, Message>,
+    send: WriteHalf<yamux::Stream>,
+    buf: Vec<u8>,
+    mux: Mux,
+    _session: SessionHandle,
 }
 
 pub(crate) struct Stream {
-    inner: SplitStream<WsStream>,
-    max_frame: usize,
+    recv: ReadHalf<yamux::Stream>,
+    reader: FrameReader,
+    /// Bytes read and not yet accounted to a frame.
+    read: usize,
+    failure: Failure,
+    _session: SessionHandle,
 }
 
-/// Dials `addr`: TCP, TLS (presenting the node certificate), then the WebSocket upgrade.
+/// Dials `addr`: TCP, TLS (presenting the node certificate), the WebSocket upgrade, then the
+/// frame stream.
 pub(crate) async fn connect(
     addr: SocketAddr,
     tls: &ClientTls,
-    max_frame: usize,
-) -> Result<(SinkInner, StreamInner), LinkError> {
+    limits: Limits,
+) -> Result<Parts, LinkError> {
     let identity = Some((tls.cert_pem.as_str(), tls.key_pem.as_str()));
     let config = pki::client_config(&tls.ca_pem, identity, &[])?;
     let name = ServerName::try_from(tls.server_name.clone())
@@ -71,11 +103,33 @@ pub(crate) async fn connect(
     let (ws, _response) = tokio_tungstenite::client_async_with_config(
         url,
         TlsStream::Client(stream),
-        Some(ws_config(max_frame)),
+        Some(ws_config()),
     )
     .await
     .map_err(handshake_error)?;
-    Ok(halves(ws, max_frame))
+    let failure = Failure::default();
+    let (tunnels_tx, tunnels_rx) = mpsc::channel(MAX_TUNNEL_STREAMS);
+    let (mux, session) = mux::spawn(
+        WsBytes::new(ws, failure.clone()),
+        failure.clone(),
+        yamux::Mode::Client,
+        Inbound::Tunnels(tunnels_tx),
+        limits.write_timeout,
+    );
+    let mut frames = mux.open().await?;
+    frames.write_all(QUIC_PREAMBLE).await?;
+    frames.flush().await?;
+    read_preamble(&mut frames, &failure).await?;
+    let acceptor = TunnelAcceptor::ws(tunnels_rx, limits.handshake_timeout);
+    Ok(parts(
+        frames,
+        mux,
+        session,
+        failure,
+        limits,
+        Tunnels::Acceptor(acceptor),
+        None,
+    ))
 }
 
 // === impl Listener ===
@@ -110,11 +164,9 @@ impl Listener {
 // === impl Incoming ===
 
 impl Incoming {
-    /// TLS (the client certificate is checked here), then the WebSocket upgrade.
-    pub(crate) async fn establish(
-        self,
-        limits: Limits,
-    ) -> Result<(SinkInner, StreamInner, Option<CertificateDer<'static>>), LinkError> {
+    /// TLS (the client certificate is checked here), the WebSocket upgrade, then the frame
+    /// stream the client opens.
+    pub(crate) async fn establish(self, limits: Limits) -> Result<Parts, LinkError> {
         let stream = self
             .acceptor
             .accept(self.tcp)
@@ -128,95 +180,174 @@ impl Incoming {
             .map(|leaf| leaf.clone().into_owned());
         let ws = tokio_tungstenite::accept_async_with_config(
             TlsStream::Server(stream),
-            Some(ws_config(limits.max_frame)),
+            Some(ws_config()),
         )
         .await
         .map_err(handshake_error)?;
-        let (sink, stream) = halves(ws, limits.max_frame);
-        Ok((sink, stream, peer_cert))
+        let failure = Failure::default();
+        let (first_tx, first_rx) = oneshot::channel();
+        let (mux, session) = mux::spawn(
+            WsBytes::new(ws, failure.clone()),
+            failure.clone(),
+            yamux::Mode::Server,
+            Inbound::FrameStream(Some(first_tx)),
+            limits.write_timeout,
+        );
+        let Ok(mut frames) = first_rx.await else {
+            return Err(failure.take().unwrap_or(LinkError::Closed));
+        };
+        read_preamble(&mut frames, &failure).await?;
+        frames.write_all(QUIC_PREAMBLE).await?;
+        frames.flush().await?;
+        let opener = TunnelOpener::ws(mux.clone(), limits.write_timeout);
+        Ok(parts(
+            frames,
+            mux,
+            session,
+            failure,
+            limits,
+            Tunnels::Opener(opener),
+            peer_cert,
+        ))
     }
 }
 
 // === impl Sink ===
 
 impl Sink {
-    /// Queues one frame; returns its encoded size.
+    /// Queues one frame; returns its encoded size, length prefix included.
     pub(crate) async fn feed(
         &mut self,
         frame: &Frame,
         max_frame: usize,
     ) -> Result<usize, LinkError> {
-        let bytes = wire::encode(frame);
-        let len = bytes.len();
-        if len > max_frame {
-            return Err(LinkError::Oversized {
-                len: len as u64,
-                max: max_frame,
-            });
+        let before = self.buf.len();
+        append_prefixed(&mut self.buf, frame, max_frame)?;
+        let len = self.buf.len() - before;
+        if self.buf.len() >= FLUSH_AT {
+            self.flush().await?;
         }
-        let message = Message::Binary(Bytes::from(bytes));
-        self.inner.feed(message).await.map_err(connection_error)?;
         Ok(len)
     }
 
     pub(crate) async fn flush(&mut self) -> Result<(), LinkError> {
-        self.inner.flush().await.map_err(connection_error)
+        if !self.buf.is_empty() {
+            self.send.write_all(&self.buf).await?;
+            self.buf.clear();
+            if self.buf.capacity() > KEEP_BUFFER {
+                self.buf = Vec::new();
+            }
+        }
+        self.send.flush().await?;
+        Ok(())
     }
 
-    /// The WebSocket close (when the connection still works, until `deadline`); the socket
-    /// closes when both halves are gone.
+    /// Ends the frame stream and closes the connection in order (when it still works, until
+    /// `deadline`): yamux GoAway, then the WebSocket close.
     pub(crate) async fn shutdown(mut self, healthy: bool, deadline: Instant) {
         if !healthy {
             return;
         }
-        if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.inner.close()).await {
-            tracing::debug!(error = %e, "websocket close failed");
+        if let Ok(Err(e)) = tokio::time::timeout_at(deadline, self.send.close()).await {
+            tracing::debug!(error = %e, "ending the frame stream failed");
         }
+        self.mux.close(deadline).await;
     }
 }
 
 // === impl Stream ===
 
 impl Stream {
-    /// The next frame and its encoded size.
+    /// The next frame, and the bytes read since the previous one. Cancel-safe: bytes are moved
+    /// into the frame reader in the same poll that reads them.
     pub(crate) async fn recv(&mut self) -> Result<Option<(Frame, usize)>, LinkError> {
         loop {
-            let message = match self.inner.next().await {
-                None => return Ok(None),
-                Some(Ok(message)) => message,
-                Some(Err(e)) => return Err(connection_error(e)),
-            };
-            match message {
-                Message::Binary(bytes) => {
-                    return Ok(Some((wire::decode(&bytes, self.max_frame)?, bytes.len())));
-                }
-                Message::Text(_) => return Err(LinkError::UnexpectedMessage { kind: "text" }),
-                Message::Close(_) => return Ok(None),
-                // Pings are answered by tungstenite itself; pongs and raw frames carry nothing.
-                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
+            if let Some(frame) = self.reader.next_frame()? {
+                return Ok(Some((frame, std::mem::take(&mut self.read))));
             }
+            let read = std::future::poll_fn(|cx| {
+                let mut chunk = [0; READ_CHUNK];
+                let n = match Pin::new(&mut self.recv).poll_read(cx, &mut chunk) {
+                    Poll::Ready(Ok(n)) => n,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => return Poll::Pending,
+                };
+                self.reader.push(&chunk[..n]);
+                Poll::Ready(Ok(n))
+            })
+            .await;
+            match read {
+                Ok(0) => return self.end(),
+                Ok(n) => self.read += n,
+                Err(e) => return Err(self.failure.take().unwrap_or(LinkError::Io(e))),
+            }
+        }
+    }
+
+    /// The frame stream ended: because the connection failed, cleanly between frames, or
+    /// inside one.
+    fn end(&self) -> Result<Option<(Frame, usize)>, LinkError> {
+        if let Some(e) = self.failure.take() {
+            return Err(e);
+        }
+        match self.reader.buffered() {
+            0 => Ok(None),
+            buffered => Err(LinkError::Truncated { buffered }),
         }
     }
 }
 
-fn halves(ws: WsStream, max_frame: usize) -> (SinkInner, StreamInner) {
-    let (sink, stream) = ws.split();
-    (
-        SinkInner::Ws(Sink { inner: sink }),
-        StreamInner::Ws(Stream {
-            inner: stream,
-            max_frame,
-        }),
-    )
+fn parts(
+    frames: yamux::Stream,
+    mux: Mux,
+    session: SessionHandle,
+    failure: Failure,
+    limits: Limits,
+    tunnels: Tunnels,
+    peer_cert: Option<CertificateDer<'static>>,
+) -> Parts {
+    let (recv, send) = frames.split();
+    let stream = Stream {
+        recv,
+        reader: FrameReader::new(limits.max_frame),
+        read: 0,
+        failure,
+        _session: mux.session(),
+    };
+    let sink = Sink {
+        send,
+        buf: Vec::new(),
+        mux,
+        _session: session,
+    };
+    Parts {
+        sink: SinkInner::Ws(sink),
+        stream: StreamInner::Ws(stream),
+        tunnels,
+        peer_cert,
+    }
+}
+
+/// Reads the peer's [`QUIC_PREAMBLE`] from the frame stream.
+async fn read_preamble(frames: &mut yamux::Stream, failure: &Failure) -> Result<(), LinkError> {
+    let mut got = [0; QUIC_PREAMBLE.len()];
+    match frames.read_exact(&mut got).await {
+        Ok(()) if &got == QUIC_PREAMBLE => Ok(()),
+        Ok(()) => Err(LinkError::Preamble),
+        Err(e) => Err(failure.take().unwrap_or(match e.kind() {
+            io::ErrorKind::UnexpectedEof => LinkError::Preamble,
+            _ => LinkError::Io(e),
+        })),
+    }
 }
 
 /// Limits checked from a message's header, before its body is read.
-fn ws_config(max_frame: usize) -> WebSocketConfig {
+fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default()
         .read_buffer_size(IO_BUFFER)
         .write_buffer_size(IO_BUFFER)
-        .max_message_size(Some(max_frame))
-        .max_frame_size(Some(max_frame))
+        .max_message_size(Some(MAX_MESSAGE))
+        .max_frame_size(Some(MAX_MESSAGE))
 }
 
 /// `host:port` for the upgrade URL, with brackets around an IPv6 address.
@@ -234,7 +365,7 @@ fn handshake_error(e: WsError) -> LinkError {
     }
 }
 
-fn connection_error(e: WsError) -> LinkError {
+pub(crate) fn connection_error(e: WsError) -> LinkError {
     match e {
         WsError::Capacity(CapacityError::MessageTooLong { size, max_size }) => {
             LinkError::Oversized {

@@ -1,19 +1,27 @@
 //! Certificates, connected pairs and raw (misbehaving) clients.
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use beehive::{Message, Operation};
+use futures::{Sink, Stream};
 use link::{ClientTls, Conn, Limits, LinkError, Listener, ServerTls, Transport};
 use pki::{Ca, CertifiedKey};
 use quinn::crypto::rustls::QuicClientConfig;
 use rustls::pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::{Bytes, Message as WsMessage};
+use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt};
 use wire::{Ack, Frame, InventoryEntry};
 
 /// The longest any single step of a test may take.
@@ -201,7 +209,7 @@ pub async fn raw_ws(addr: SocketAddr, config: rustls::ClientConfig) -> anyhow::R
 pub struct RawQuic {
     pub send: quinn::SendStream,
     pub recv: quinn::RecvStream,
-    pub _conn: quinn::Connection,
+    pub conn: quinn::Connection,
     pub _endpoint: quinn::Endpoint,
 }
 
@@ -218,7 +226,188 @@ pub async fn raw_quic(
     Ok(RawQuic {
         send,
         recv,
-        _conn: conn,
+        conn,
         _endpoint: endpoint,
     })
+}
+
+/// A WebSocket client that speaks the multiplexer and the preamble itself, so a test can write
+/// anything on the frame stream, open streams the link client never would, or send WebSocket
+/// messages of its own between the multiplexer's.
+pub struct RawMux {
+    /// The frame stream, past the preambles.
+    pub frames: Compat<yamux::Stream>,
+    opens: mpsc::UnboundedSender<oneshot::Sender<yamux::Stream>>,
+    ws: Arc<Mutex<RawWs>>,
+}
+
+/// The WebSocket's binary messages as a byte stream, shared with the test.
+struct SharedWs {
+    ws: Arc<Mutex<RawWs>>,
+    unread: Bytes,
+}
+
+pub async fn raw_mux(addr: SocketAddr, config: rustls::ClientConfig) -> anyhow::Result<RawMux> {
+    let ws = Arc::new(Mutex::new(raw_ws(addr, config).await?));
+    let bytes = SharedWs {
+        ws: ws.clone(),
+        unread: Bytes::new(),
+    };
+    let conn = yamux::Connection::new(bytes, yamux::Config::default(), yamux::Mode::Client);
+    let (opens, requests) = mpsc::unbounded_channel();
+    tokio::spawn(drive_raw_mux(conn, requests));
+    let mut raw = RawMux {
+        frames: open_raw(&opens).await?,
+        opens,
+        ws,
+    };
+    raw.frames.write_all(link::QUIC_PREAMBLE).await?;
+    raw.frames.flush().await?;
+    let mut preamble = [0; 8];
+    raw.frames.read_exact(&mut preamble).await?;
+    anyhow::ensure!(
+        &preamble == link::QUIC_PREAMBLE,
+        "no preamble from the server"
+    );
+    Ok(raw)
+}
+
+impl RawMux {
+    /// Opens another stream (the peer sees it with its first bytes).
+    pub async fn open(&self) -> anyhow::Result<Compat<yamux::Stream>> {
+        open_raw(&self.opens).await
+    }
+
+    /// Sends one WebSocket message outside the multiplexer.
+    pub async fn send_message(&self, message: WsMessage) {
+        let mut message = Some(message);
+        poll_fn(|cx| {
+            let mut ws = self.ws.lock().unwrap();
+            ready!(Pin::new(&mut *ws).poll_ready(cx)).unwrap();
+            if let Some(message) = message.take() {
+                Pin::new(&mut *ws).start_send(message).unwrap();
+            }
+            Pin::new(&mut *ws).poll_flush(cx).map(Result::unwrap)
+        })
+        .await
+    }
+
+    /// Writes raw bytes on the TLS stream under the WebSocket.
+    pub async fn send_raw(&self, bytes: &[u8]) {
+        let mut written = 0;
+        poll_fn(|cx| {
+            let mut ws = self.ws.lock().unwrap();
+            let tls = Pin::new(ws.get_mut());
+            written += ready!(tls.poll_write(cx, &bytes[written..])).unwrap();
+            if written < bytes.len() {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Pin::new(ws.get_mut()).poll_flush(cx).map(Result::unwrap)
+        })
+        .await
+    }
+}
+
+async fn open_raw(
+    opens: &mpsc::UnboundedSender<oneshot::Sender<yamux::Stream>>,
+) -> anyhow::Result<Compat<yamux::Stream>> {
+    let (tx, rx) = oneshot::channel();
+    opens.send(tx)?;
+    Ok(rx.await?.compat())
+}
+
+/// Drives the raw client's multiplexer: opens what is asked, drops what the server opens.
+async fn drive_raw_mux(
+    mut conn: yamux::Connection<SharedWs>,
+    mut requests: mpsc::UnboundedReceiver<oneshot::Sender<yamux::Stream>>,
+) {
+    let mut waiting: Option<oneshot::Sender<yamux::Stream>> = None;
+    poll_fn(|cx| {
+        loop {
+            if waiting.is_none() {
+                match requests.poll_recv(cx) {
+                    Poll::Ready(Some(tx)) => waiting = Some(tx),
+                    Poll::Ready(None) | Poll::Pending => {}
+                }
+            }
+            let Some(tx) = waiting.take() else { break };
+            match conn.poll_new_outbound(cx) {
+                Poll::Ready(Ok(stream)) => {
+                    let _ = tx.send(stream);
+                }
+                Poll::Ready(Err(_)) => return Poll::Ready(()),
+                Poll::Pending => {
+                    waiting = Some(tx);
+                    break;
+                }
+            }
+        }
+        loop {
+            match ready!(conn.poll_next_inbound(cx)) {
+                Some(Ok(_stream)) => {}
+                Some(Err(_)) | None => return Poll::Ready(()),
+            }
+        }
+    })
+    .await
+}
+
+impl futures::AsyncRead for SharedWs {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        while self.unread.is_empty() {
+            let next = ready!(Pin::new(&mut *self.ws.lock().unwrap()).poll_next(cx));
+            match next {
+                Some(Ok(WsMessage::Binary(bytes))) => self.unread = bytes,
+                Some(Ok(WsMessage::Close(_))) | None => return Poll::Ready(Ok(0)),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Poll::Ready(Err(io::Error::other(e))),
+            }
+        }
+        let n = buf.len().min(self.unread.len());
+        buf[..n].copy_from_slice(&self.unread.split_to(n));
+        Poll::Ready(Ok(n))
+    }
+}
+
+impl futures::AsyncWrite for SharedWs {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut ws = self.ws.lock().unwrap();
+        ready!(Pin::new(&mut *ws).poll_ready(cx)).map_err(io::Error::other)?;
+        let message = WsMessage::Binary(Bytes::copy_from_slice(buf));
+        Pin::new(&mut *ws)
+            .start_send(message)
+            .map_err(io::Error::other)?;
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut ws = self.ws.lock().unwrap();
+        Pin::new(&mut *ws).poll_flush(cx).map_err(io::Error::other)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut ws = self.ws.lock().unwrap();
+        Pin::new(&mut *ws).poll_close(cx).map_err(io::Error::other)
+    }
+}
+
+/// Waits until `check` holds, polling every 10 ms, and fails the test after [`PATIENCE`].
+pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {PATIENCE:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

@@ -1,21 +1,24 @@
 //! Bad bytes from a peer end that connection's stream with an error, never a panic, and an
-//! oversized frame is refused from its header, before its body is buffered.
+//! oversized frame (or WebSocket message) is refused from its header, before its body is
+//! buffered.
 
-use futures::SinkExt;
 use link::{Conn, FrameStream, Limits, LinkError, Listener, Transport};
 use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::common::{self, Certs, RawQuic, RawWs, accept_one, listen, raw_quic, raw_ws, within};
+use crate::common::{self, Certs, RawMux, RawQuic, accept_one, listen, raw_mux, raw_quic, within};
 
 const SMALL: usize = 1024;
 
 #[tokio::test]
-async fn a_websocket_binary_message_of_garbage_fails_recv() {
+async fn garbage_on_the_websocket_frame_stream_fails_recv() {
     within(async {
         let (mut rx, mut raw, _listener) = websocket_with_raw_client().await;
-        let garbage = vec![0xde, 0xad, 0xbe, 0xef];
-        raw.send(Message::Binary(garbage.into())).await.unwrap();
+        raw.frames
+            .write_all(&[0, 0, 0, 4, 0xde, 0xad, 0xbe, 0xef])
+            .await
+            .unwrap();
+        raw.frames.flush().await.unwrap();
         let err = rx.recv().await.unwrap_err();
         assert!(matches!(err, LinkError::Frame(_)), "{err:?}");
         assert!(matches!(rx.recv().await, Err(LinkError::Closed)));
@@ -24,10 +27,24 @@ async fn a_websocket_binary_message_of_garbage_fails_recv() {
 }
 
 #[tokio::test]
+async fn a_websocket_binary_message_that_is_no_multiplexer_frame_fails_recv() {
+    within(async {
+        let (mut rx, raw, _listener) = websocket_with_raw_client().await;
+        // A yamux header of protocol version 7.
+        let garbage = vec![7, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0];
+        raw.send_message(Message::Binary(garbage.into())).await;
+        let err = rx.recv().await.unwrap_err();
+        assert!(matches!(err, LinkError::Mux(_)), "{err:?}");
+        assert!(matches!(rx.recv().await, Err(LinkError::Closed)));
+    })
+    .await
+}
+
+#[tokio::test]
 async fn a_websocket_text_message_fails_recv() {
     within(async {
-        let (mut rx, mut raw, _listener) = websocket_with_raw_client().await;
-        raw.send(Message::text("{\"hello\": 1}")).await.unwrap();
+        let (mut rx, raw, _listener) = websocket_with_raw_client().await;
+        raw.send_message(Message::text("{\"hello\": 1}")).await;
         let err = rx.recv().await.unwrap_err();
         assert!(
             matches!(err, LinkError::UnexpectedMessage { kind: "text" }),
@@ -38,11 +55,31 @@ async fn a_websocket_text_message_fails_recv() {
 }
 
 #[tokio::test]
-async fn an_oversized_websocket_message_fails_recv() {
+async fn an_oversized_frame_on_the_websocket_frame_stream_fails_recv() {
     within(async {
         let (mut rx, mut raw, _listener) = websocket_with_raw_client().await;
-        let frame = wire::encode(&common::data(1, 2 * SMALL));
-        raw.send(Message::Binary(frame.into())).await.unwrap();
+        let frame = wire::encode_prefixed(&common::data(1, 2 * SMALL), 1 << 20).unwrap();
+        raw.frames.write_all(&frame).await.unwrap();
+        raw.frames.flush().await.unwrap();
+        let err = rx.recv().await.unwrap_err();
+        assert!(
+            matches!(err, LinkError::Oversized { max: SMALL, .. }),
+            "{err:?}"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_oversized_declared_length_on_the_websocket_frame_stream_fails_before_its_body() {
+    within(async {
+        let (mut rx, mut raw, _listener) = websocket_with_raw_client().await;
+        // Declares 1 GiB and sends none of it.
+        raw.frames
+            .write_all(&(1u32 << 30).to_be_bytes())
+            .await
+            .unwrap();
+        raw.frames.flush().await.unwrap();
         let err = rx.recv().await.unwrap_err();
         assert!(
             matches!(err, LinkError::Oversized { max: SMALL, .. }),
@@ -55,14 +92,12 @@ async fn an_oversized_websocket_message_fails_recv() {
 #[tokio::test]
 async fn a_websocket_header_declaring_a_gigabyte_fails_before_any_body_arrives() {
     within(async {
-        let (mut rx, mut raw, _listener) = websocket_with_raw_client().await;
+        let (mut rx, raw, _listener) = websocket_with_raw_client().await;
         // FIN + binary, masked, 64-bit length 1 GiB, mask key; then no body at all.
         let mut header = vec![0x82, 0x80 | 127];
         header.extend_from_slice(&(1u64 << 30).to_be_bytes());
         header.extend_from_slice(&[1, 2, 3, 4]);
-        let tls = raw.get_mut();
-        tls.write_all(&header).await.unwrap();
-        tls.flush().await.unwrap();
+        raw.send_raw(&header).await;
         let err = rx.recv().await.unwrap_err();
         assert!(matches!(err, LinkError::Oversized { .. }), "{err:?}");
     })
@@ -141,12 +176,13 @@ fn small_limits() -> Limits {
     }
 }
 
-/// A link server with a small frame limit and a raw WebSocket client connected to it.
-async fn websocket_with_raw_client() -> (FrameStream, RawWs, Listener) {
+/// A link server with a small frame limit and a raw WebSocket client past the preambles.
+async fn websocket_with_raw_client() -> (FrameStream, RawMux, Listener) {
     let certs = Certs::new();
     let listener = listen(Transport::WebSocket, &certs, small_limits()).await;
     let config = certs.raw_client_config(true, &[]);
-    let (server, raw) = tokio::join!(accept_one(&listener), raw_ws(listener.local_addr(), config));
+    let client = raw_mux(listener.local_addr(), config);
+    let (server, raw) = tokio::join!(accept_one(&listener), client);
     (receiver(server), raw.unwrap(), listener)
 }
 

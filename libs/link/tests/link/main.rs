@@ -7,3 +7,4 @@ mod identity;
 mod proxy;
 mod roundtrip;
 mod timeouts;
+mod tunnels;
