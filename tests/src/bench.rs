@@ -18,6 +18,28 @@ pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
         .parse()?)
 }
 
+/// CPU time process `pid` has used (user + system, `/proc/<pid>/stat`), in clock ticks
+/// (1/100 s on Linux).
+pub fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name is in parentheses and may hold spaces: fields count from after it.
+    let rest = stat.rsplit_once(')').context("no command name")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let field = |i: usize| -> anyhow::Result<u64> {
+        Ok(fields.get(i).context("short stat line")?.parse()?)
+    };
+    Ok(field(11)? + field(12)?)
+}
+
+/// The share of one core `pid` uses over `period` (ticks of 1/100 s), in percent.
+pub async fn cpu_percent(pid: u32, period: std::time::Duration) -> anyhow::Result<f64> {
+    let before = cpu_ticks(pid)?;
+    tokio::time::sleep(period).await;
+    let used = cpu_ticks(pid)? - before;
+    Ok(used as f64 / period.as_secs_f64())
+}
+
 /// The `p` quantile (0 < p ≤ 1, nearest rank) of `sorted`, in milliseconds.
 pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {

@@ -4,7 +4,8 @@
 //! `--pods` pods at once in the cloud and times each until the cloud's API shows it Running
 //! and ready; then deletes them and waits until the runtime holds nothing. Reported: start
 //! p50/p99/max per round, and the resident memory of edgecore idle (no pod) and with the pods,
-//! containerd's and the shims' apart. Needs root and containerd, runc, the CNI plugins and
+//! containerd's and the shims' apart; and the CPU edgecore and containerd use while the pods
+//! sit idle (`--idle-secs`). Needs root and containerd, runc, the CNI plugins and
 //! busybox-static (as the edged tests do).
 //!
 //! `cargo build --release -p e2e --bin podbench --bin e2e-edgecore && target/release/podbench`
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
-use e2e::bench::{percentile_ms, rss_kib};
+use e2e::bench::{cpu_percent, percentile_ms, rss_kib};
 use e2e::{Pki, Ports};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -35,6 +36,10 @@ struct Args {
     /// create, start) with no edgecore or cloud.
     #[arg(long)]
     cri_only: bool,
+    /// Seconds each round holds its pods idle (all Running, nothing changing) while the CPU
+    /// edgecore and containerd use is measured; 0: not measured.
+    #[arg(long, default_value_t = 30)]
+    idle_secs: u64,
 }
 
 const NODE: &str = "bench-edge";
@@ -97,6 +102,21 @@ async fn run(args: &Args, containerd: &Containerd) -> anyhow::Result<()> {
             mib(containerd_kib),
             mib(shims_kib),
         );
+        if args.idle_secs > 0 {
+            let period = Duration::from_secs(args.idle_secs);
+            let (edge, runtime) = tokio::join!(
+                cpu_percent(pid, period),
+                cpu_percent(containerd.pid(), period)
+            );
+            println!(
+                "round {round}: {} pods idle for {} s: edgecore {:.1} % of a core, containerd {:.1} %; edgecore rss {:.1} MiB",
+                args.pods,
+                args.idle_secs,
+                edge?,
+                runtime?,
+                mib(rss_kib(pid)?),
+            );
+        }
         delete_round(&pods, containerd).await?;
     }
     drop(edgecore);
