@@ -398,4 +398,6 @@ fn not_found(target: &Target) -> ApiError {
 }
 
 #[cfg(test)]
+mod containerd_tests;
+#[cfg(test)]
 mod tests;
