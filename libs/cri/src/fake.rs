@@ -169,6 +169,26 @@ impl FakeRuntime {
             .collect()
     }
 
+    /// The config the newest container named `name` was created with.
+    pub fn config(&self, name: &str) -> Option<api::ContainerConfig> {
+        let state = self.state();
+        let mut named = state
+            .containers
+            .values()
+            .filter(|c| c.config.metadata.as_ref().is_some_and(|m| m.name == name));
+        named.next_back().map(|c| c.config.clone())
+    }
+
+    /// The runtime id of the newest container named `name`.
+    pub fn id_of(&self, name: &str) -> Option<String> {
+        let state = self.state();
+        let mut named = state
+            .containers
+            .iter()
+            .filter(|(_, c)| c.config.metadata.as_ref().is_some_and(|m| m.name == name));
+        named.next_back().map(|(id, _)| id.clone())
+    }
+
     fn next_id(state: &mut State, kind: &str) -> String {
         state.next_id += 1;
         format!("{kind}{:06}", state.next_id)

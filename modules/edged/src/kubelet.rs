@@ -349,7 +349,7 @@ fn find_pod(shared: &Shared, target: &Target) -> Result<Arc<Pod>, ApiError> {
 fn find_container(shared: &Shared, target: &Target) -> Result<(Arc<Pod>, String), ApiError> {
     let pod = find_pod(shared, target)?;
     let name = target.container.clone().unwrap_or_default();
-    if spec::container(&pod, &name).is_none() {
+    if spec::any_container(&pod, &name).is_none() {
         return Err(ApiError::NotFound(format!(
             "container {name:?} is not valid for pod {:?}",
             target.key()

@@ -324,3 +324,63 @@ async fn a_status_write_that_hangs_does_not_hold_back_a_restart() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_ephemeral_container_starts_once_in_the_targets_pid_namespace_and_is_reported() {
+    let h = harness().await;
+    h.pods
+        .create(&PostParams::default(), &pod("web", IMAGE, "Always"))
+        .await
+        .unwrap();
+    eventually("the container runs", WAIT, || async {
+        h.running() == [("c".to_string(), 0)]
+    })
+    .await;
+    let debug = json!({"spec": {"ephemeralContainers": [{
+        "name": "debugger", "image": IMAGE, "targetContainerName": "c",
+        "stdin": true, "tty": true,
+    }]}});
+    let patch = kube::api::Patch::Merge(&debug);
+    let params = kube::api::PatchParams::default();
+    h.pods
+        .patch_subresource("ephemeralcontainers", "web", &params, &patch)
+        .await
+        .unwrap();
+    eventually("the ephemeral container runs", WAIT, || async {
+        h.running().contains(&("debugger".to_string(), 0))
+    })
+    .await;
+    let config = h.rt.config("debugger").unwrap();
+    let namespaces = config
+        .linux
+        .unwrap()
+        .security_context
+        .unwrap()
+        .namespace_options;
+    let namespaces = namespaces.unwrap();
+    assert_eq!(namespaces.pid, cri::api::NamespaceMode::Target as i32);
+    assert_eq!(Some(namespaces.target_id), h.rt.id_of("c"));
+    assert!(config.stdin && config.tty);
+    tries("the API shows the ephemeral container running", || async {
+        let pod = h.pods.get("web").await.ok();
+        let statuses = pod.and_then(|p| p.status?.ephemeral_container_statuses);
+        statuses.is_some_and(|s| {
+            s.len() == 1
+                && s[0].name == "debugger"
+                && !s[0].ready
+                && s[0].state.as_ref().is_some_and(|st| st.running.is_some())
+        })
+    })
+    .await;
+
+    assert_eq!(h.rt.exit("debugger", 0), 1);
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let debuggers: Vec<_> = (h.rt.containers().into_iter())
+        .filter(|c| c.0 == "debugger")
+        .collect();
+    assert_eq!(debuggers.len(), 1, "never restarted: {debuggers:?}");
+    assert!(
+        h.running().contains(&("c".to_string(), 0)),
+        "the pod runs on"
+    );
+}
