@@ -343,3 +343,38 @@ async fn a_streaming_server_refusal_is_relayed_as_it_is() {
     let (status, body) = get(&h, "/attach/default/web/c?stdin=true&tty=true").await;
     assert_eq!((status, body.as_str()), (StatusCode::FORBIDDEN, "no way\n"));
 }
+
+#[tokio::test]
+async fn attach_reaches_an_ephemeral_container_as_kubectl_debug_does() {
+    let (h, _) = running_web().await;
+    let debug = serde_json::json!({"spec": {"ephemeralContainers": [{
+        "name": "debugger", "image": IMAGE, "targetContainerName": "c", "stdin": true, "tty": true,
+    }]}});
+    let patch = kube::api::Patch::Merge(&debug);
+    h.pods
+        .patch_subresource("ephemeralcontainers", "web", &Default::default(), &patch)
+        .await
+        .unwrap();
+    eventually("the ephemeral container runs", WAIT, || async {
+        let running = cri::api::ContainerState::ContainerRunning;
+        h.rt.containers()
+            .iter()
+            .any(|c| c.0 == "debugger" && c.2 == running)
+    })
+    .await;
+    let addr = serve(&h).await;
+    let (base, head) = streaming_server(SWITCH).await;
+    h.rt.serve_streams(&base);
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let request = "POST /attach/default/web/debugger?stdin=1&stdout=1&tty=1 HTTP/1.1\r\n\
+                   Host: node\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n";
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let answer = read_head(&mut conn).await;
+    assert!(answer.starts_with("HTTP/1.1 101"), "{answer}");
+    let id = h.rt.id_of("debugger").unwrap();
+    assert!(
+        head.await
+            .unwrap()
+            .starts_with(&format!("POST /attach/{id} "))
+    );
+}
