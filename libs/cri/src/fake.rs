@@ -30,6 +30,7 @@ struct State {
     images: BTreeSet<String>,
     failing_pulls: BTreeMap<String, String>,
     exec_answers: HashMap<Vec<String>, (i32, Vec<u8>)>,
+    streaming_url: Option<String>,
     calls: Vec<(String, i64)>,
 }
 
@@ -109,6 +110,13 @@ impl FakeRuntime {
             .insert(cmd, (exit_code, stdout.to_vec()));
     }
 
+    /// Makes `Exec`, `Attach` and `PortForward` answer URLs under `base` (`{base}/exec/{id}`,
+    /// `{base}/attach/{id}`, `{base}/portforward/{sandbox}`); until then they fail with
+    /// `Unavailable`, as a runtime without a streaming server does.
+    pub fn serve_streams(&self, base: &str) {
+        self.state().streaming_url = Some(base.trim_end_matches('/').to_owned());
+    }
+
     /// Makes every running container named `name` exit with `code`; returns how many did.
     pub fn exit(&self, name: &str, code: i32) -> usize {
         let now = self.now();
@@ -161,6 +169,26 @@ impl FakeRuntime {
             .collect()
     }
 
+    /// The config the newest container named `name` was created with.
+    pub fn config(&self, name: &str) -> Option<api::ContainerConfig> {
+        let state = self.state();
+        let mut named = state
+            .containers
+            .values()
+            .filter(|c| c.config.metadata.as_ref().is_some_and(|m| m.name == name));
+        named.next_back().map(|c| c.config.clone())
+    }
+
+    /// The runtime id of the newest container named `name`.
+    pub fn id_of(&self, name: &str) -> Option<String> {
+        let state = self.state();
+        let mut named = state
+            .containers
+            .iter()
+            .filter(|(_, c)| c.config.metadata.as_ref().is_some_and(|m| m.name == name));
+        named.next_back().map(|(id, _)| id.clone())
+    }
+
     fn next_id(state: &mut State, kind: &str) -> String {
         state.next_id += 1;
         format!("{kind}{:06}", state.next_id)
@@ -176,6 +204,33 @@ fn not_found(op: &'static str, what: &str, id: &str) -> CriError {
 
 fn selected(labels: &HashMap<String, String>, selector: &HashMap<String, String>) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+impl State {
+    fn running(&self, id: &str) -> bool {
+        let c = self.containers.get(id);
+        c.is_some_and(|c| c.state == ContainerState::ContainerRunning)
+    }
+
+    /// The streaming URL of `kind` for `id`, when `id` may stream and streams are served.
+    fn stream_url(
+        &self,
+        op: &'static str,
+        kind: &str,
+        id: &str,
+        live: bool,
+    ) -> Result<String, CriError> {
+        if !live {
+            return Err(not_found(op, "running container or ready sandbox", id));
+        }
+        let Some(base) = &self.streaming_url else {
+            return Err(CriError::Call {
+                op,
+                source: tonic::Status::unavailable("no streaming server"),
+            });
+        };
+        Ok(format!("{base}/{kind}/{id}"))
+    }
 }
 
 impl Sandbox {
@@ -428,6 +483,26 @@ impl Runtime for FakeRuntime {
         })
     }
 
+    async fn exec(&self, request: api::ExecRequest) -> Result<String, CriError> {
+        let id = &request.container_id;
+        let state = self.log(format!("Exec {id} {}", request.cmd.join(" ")));
+        state.stream_url("Exec", "exec", id, state.running(id))
+    }
+
+    async fn attach(&self, request: api::AttachRequest) -> Result<String, CriError> {
+        let id = &request.container_id;
+        let state = self.log(format!("Attach {id}"));
+        state.stream_url("Attach", "attach", id, state.running(id))
+    }
+
+    async fn port_forward(&self, request: api::PortForwardRequest) -> Result<String, CriError> {
+        let id = &request.pod_sandbox_id;
+        let ports: Vec<String> = request.port.iter().map(|p| p.to_string()).collect();
+        let state = self.log(format!("PortForward {id} {}", ports.join(",")));
+        let ready = state.sandboxes.get(id).is_some_and(|s| s.ready);
+        state.stream_url("PortForward", "portforward", id, ready)
+    }
+
     async fn image_status(&self, image: &str) -> Result<Option<api::Image>, CriError> {
         let state = self.log(format!("ImageStatus {image}"));
         Ok(state.images.contains(image).then(|| api::Image {
@@ -514,6 +589,43 @@ mod tests {
         rt.remove_pod_sandbox(&sandbox).await.unwrap();
         assert!(rt.container_status(&id).await.unwrap_err().is_not_found());
         assert_eq!(rt.count("PullImage"), 1);
+    }
+
+    #[tokio::test]
+    async fn streaming_calls_answer_urls_only_for_running_containers_and_ready_sandboxes() {
+        let rt = FakeRuntime::default();
+        let sandbox = rt.run_pod_sandbox(sandbox_config("web"), "").await.unwrap();
+        rt.add_image("busybox");
+        let config = container_config("c", "busybox");
+        let id = rt
+            .create_container(&sandbox, config, Default::default())
+            .await
+            .unwrap();
+        rt.start_container(&id).await.unwrap();
+        let exec = api::ExecRequest {
+            container_id: id.clone(),
+            cmd: vec!["sh".into()],
+            ..Default::default()
+        };
+        let unserved = rt.exec(exec.clone()).await.unwrap_err();
+        assert_eq!(unserved.code(), Some(tonic::Code::Unavailable));
+        rt.serve_streams("http://127.0.0.1:9/");
+        let url = rt.exec(exec.clone()).await.unwrap();
+        assert_eq!(url, format!("http://127.0.0.1:9/exec/{id}"));
+        let forward = api::PortForwardRequest {
+            pod_sandbox_id: sandbox.clone(),
+            port: vec![80],
+        };
+        let url = rt.port_forward(forward).await.unwrap();
+        assert_eq!(url, format!("http://127.0.0.1:9/portforward/{sandbox}"));
+        rt.exit("c", 0);
+        let attach = api::AttachRequest {
+            container_id: id.clone(),
+            ..Default::default()
+        };
+        assert!(rt.attach(attach).await.unwrap_err().is_not_found());
+        assert!(rt.exec(exec).await.unwrap_err().is_not_found());
+        assert!(rt.calls().contains(&format!("PortForward {sandbox} 80")));
     }
 
     #[tokio::test]

@@ -238,6 +238,24 @@ impl Cri {
         answer("ExecSync", self.runtime.clone().exec_sync(request).await)
     }
 
+    /// Prepares a streaming exec; returns the streaming server's URL for it.
+    pub async fn exec(&self, request: api::ExecRequest) -> Result<String, CriError> {
+        let response = self.runtime.clone().exec(request).await;
+        Ok(answer("Exec", response)?.url)
+    }
+
+    /// Prepares a streaming attach; returns the streaming server's URL for it.
+    pub async fn attach(&self, request: api::AttachRequest) -> Result<String, CriError> {
+        let response = self.runtime.clone().attach(request).await;
+        Ok(answer("Attach", response)?.url)
+    }
+
+    /// Prepares a port forward into a sandbox; returns the streaming server's URL for it.
+    pub async fn port_forward(&self, request: api::PortForwardRequest) -> Result<String, CriError> {
+        let response = self.runtime.clone().port_forward(request).await;
+        Ok(answer("PortForward", response)?.url)
+    }
+
     /// The image if the runtime holds it, `None` if it does not.
     pub async fn image_status(&self, image: &str) -> Result<Option<api::Image>, CriError> {
         let request = api::ImageStatusRequest {

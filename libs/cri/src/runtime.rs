@@ -53,6 +53,13 @@ pub trait Runtime: Send + Sync + 'static {
         cmd: Vec<String>,
         timeout_secs: i64,
     ) -> Result<api::ExecSyncResponse, CriError>;
+    /// Prepares a streaming exec of `request.cmd` in the container; returns the URL of the
+    /// runtime's streaming server that serves it (the client's upgrade request goes there).
+    async fn exec(&self, request: api::ExecRequest) -> Result<String, CriError>;
+    /// Prepares a streaming attach to the container's main process; returns the streaming URL.
+    async fn attach(&self, request: api::AttachRequest) -> Result<String, CriError>;
+    /// Prepares a port forward into the sandbox's network namespace; returns the streaming URL.
+    async fn port_forward(&self, request: api::PortForwardRequest) -> Result<String, CriError>;
     /// The image, if the runtime has it.
     async fn image_status(&self, image: &str) -> Result<Option<api::Image>, CriError>;
     /// Pulls the image; returns its reference.
@@ -136,6 +143,18 @@ impl Runtime for Cri {
         timeout_secs: i64,
     ) -> Result<api::ExecSyncResponse, CriError> {
         Cri::exec_sync(self, id, cmd, timeout_secs).await
+    }
+
+    async fn exec(&self, request: api::ExecRequest) -> Result<String, CriError> {
+        Cri::exec(self, request).await
+    }
+
+    async fn attach(&self, request: api::AttachRequest) -> Result<String, CriError> {
+        Cri::attach(self, request).await
+    }
+
+    async fn port_forward(&self, request: api::PortForwardRequest) -> Result<String, CriError> {
+        Cri::port_forward(self, request).await
     }
 
     async fn image_status(&self, image: &str) -> Result<Option<api::Image>, CriError> {

@@ -16,6 +16,7 @@ mod credentials;
 mod env;
 mod error;
 mod events;
+mod kubelet;
 mod node;
 pub mod plan;
 mod probe;
@@ -109,6 +110,13 @@ impl Edged {
         Ok(Edged {
             shared: Arc::new(shared),
         })
+    }
+
+    /// The node's kubelet API (containerLogs, exec, attach, portForward, pods, healthz) over
+    /// this module's state. Nothing listens for it: the caller serves it (edgecore, on the
+    /// streams the cloud opens over the link), before or after the module is registered.
+    pub fn kubelet_api(&self) -> axum::Router {
+        kubelet::router(self.shared.clone())
     }
 }
 

@@ -28,6 +28,9 @@ pub struct Desired {
     pub init: Vec<String>,
     /// App containers.
     pub containers: Vec<String>,
+    /// Ephemeral containers (`kubectl debug`): each started once while the pod runs, never
+    /// restarted.
+    pub ephemeral: Vec<String>,
     /// Restart policy.
     pub restart: RestartPolicy,
     /// Running containers to kill (their liveness or startup probe failed), by runtime id;
@@ -183,6 +186,16 @@ pub fn plan(desired: &Desired, observed: &Observed, now: SystemTime) -> Plan {
     for name in &desired.containers {
         start_if_due(desired, observed, sandbox, name, false, now, &mut plan);
     }
+    for name in &desired.ephemeral {
+        if latest(observed, name, None).is_none() {
+            plan.actions.push(Action::StartContainer {
+                name: name.clone(),
+                init: false,
+                attempt: 0,
+                sandbox: sandbox.id.clone(),
+            });
+        }
+    }
     if finished(desired, observed) {
         plan.actions.push(Action::StopSandbox {
             id: sandbox.id.clone(),
@@ -257,6 +270,7 @@ fn tidy(desired: &Desired, observed: &Observed, keep: Option<&str>, plan: &mut P
             .init
             .iter()
             .chain(&desired.containers)
+            .chain(&desired.ephemeral)
             .any(|n| n == name)
     };
     let mut removed = Vec::new();

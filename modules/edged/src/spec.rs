@@ -1,6 +1,7 @@
 //! The CRI configs of a pod's sandbox and containers, computed from the pod spec (pure: the
 //! worker resolves env values and volume paths first).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -68,10 +69,14 @@ pub fn desired(pod: &Pod, run: bool) -> Desired {
         Some("OnFailure") => RestartPolicy::OnFailure,
         _ => RestartPolicy::Always,
     };
+    let ephemeral = spec.and_then(|s| s.ephemeral_containers.as_ref());
     Desired {
         run,
         init: names(spec.and_then(|s| s.init_containers.as_ref())),
         containers: names(spec.map(|s| &s.containers)),
+        ephemeral: ephemeral
+            .map(|cs| cs.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default(),
         restart,
         kill: Default::default(),
     }
@@ -93,6 +98,35 @@ pub fn container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
         .flatten()
         .chain(&spec.containers)
         .find(|c| c.name == name)
+}
+
+/// A container of the pod by name, ephemeral ones (`kubectl debug`) included, which are
+/// read as the plain container they describe.
+pub fn any_container<'a>(pod: &'a Pod, name: &str) -> Option<Cow<'a, Container>> {
+    if let Some(c) = container(pod, name) {
+        return Some(Cow::Borrowed(c));
+    }
+    let spec = pod.spec.as_ref()?;
+    let e = spec
+        .ephemeral_containers
+        .iter()
+        .flatten()
+        .find(|c| c.name == name)?;
+    // An ephemeral container has a container's fields (a subset) plus its target.
+    let mut fields = serde_json::to_value(e).ok()?;
+    fields.as_object_mut()?.remove("targetContainerName");
+    serde_json::from_value(fields).ok().map(Cow::Owned)
+}
+
+/// The container whose processes ephemeral container `name` sees (`targetContainerName`).
+pub fn ephemeral_target<'a>(pod: &'a Pod, name: &str) -> Option<&'a str> {
+    let spec = pod.spec.as_ref()?;
+    let e = spec
+        .ephemeral_containers
+        .iter()
+        .flatten()
+        .find(|c| c.name == name)?;
+    e.target_container_name.as_deref()
 }
 
 /// The sandbox config of attempt `attempt`.

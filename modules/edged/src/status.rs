@@ -50,6 +50,15 @@ pub fn pod_status(
     };
     let init: Vec<Value> = init_specs.iter().map(status_of).collect();
     let app: Vec<Value> = spec.containers.iter().map(status_of).collect();
+    // Ephemeral containers are never ready: they serve no traffic.
+    let ephemeral: Vec<Value> = (spec.ephemeral_containers.iter().flatten())
+        .filter_map(|e| crate::spec::any_container(pod, &e.name))
+        .map(|c| {
+            let mut s = status_of(&c);
+            s["ready"] = json!(false);
+            s
+        })
+        .collect();
     let initialized = desired.init.iter().all(|n| {
         matches!(
             plan::latest(observed, n, None).map(|c| &c.state),
@@ -126,6 +135,9 @@ pub fn pod_status(
     });
     if !init.is_empty() {
         status["initContainerStatuses"] = json!(init);
+    }
+    if !ephemeral.is_empty() {
+        status["ephemeralContainerStatuses"] = json!(ephemeral);
     }
     if !extra.host_ip.is_empty() {
         status["hostIP"] = json!(extra.host_ip);

@@ -20,15 +20,17 @@ use super::*;
 /// Virtual time: the runtime advances it whenever every task waits (on the store's threads
 /// too), so bounds are generous; what is asserted is what the clock shows.
 const WAIT: Duration = Duration::from_secs(900);
-const NODE: &str = "edge-1";
-const IMAGE: &str = "registry.local/busybox:1.36";
+pub(crate) const NODE: &str = "edge-1";
+pub(crate) const IMAGE: &str = "registry.local/busybox:1.36";
 
-struct Harness {
-    rt: FakeRuntime,
+pub(crate) struct Harness {
+    pub(crate) rt: FakeRuntime,
+    /// edged's state, as the kubelet API reads it.
+    pub(crate) shared: Arc<Shared>,
     /// While false, status writes to the API hang (a half-open link).
     statuses_flow: watch::Sender<bool>,
     clock: clock::Clock,
-    pods: Api<Pod>,
+    pub(crate) pods: Api<Pod>,
     shutdown: CancellationToken,
     _store: Arc<objstore::Writer>,
     _dir: tempfile::TempDir,
@@ -36,6 +38,11 @@ struct Harness {
 
 /// edged's supervisor running on a fake runtime, with the API and store it reads and writes.
 async fn harness() -> Harness {
+    harness_on(None).await
+}
+
+/// edged's supervisor on `runtime` (the harness's fake runtime when `None`).
+pub(crate) async fn harness_on(runtime: Option<Arc<dyn cri::Runtime>>) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let writer = objstore::Writer::open(dir.path().join("store.db"), Default::default());
     let store = Arc::new(writer.unwrap());
@@ -78,7 +85,7 @@ async fn harness() -> Harness {
         ..Default::default()
     };
     let (_, link) = watch::channel(lwproxy::Link::Up);
-    let runtime: Arc<dyn cri::Runtime> = Arc::new(rt.clone());
+    let runtime: Arc<dyn cri::Runtime> = runtime.unwrap_or_else(|| Arc::new(rt.clone()));
     let shared = Shared::new(
         config,
         NODE.into(),
@@ -89,9 +96,11 @@ async fn harness() -> Harness {
         link,
     );
     let shutdown = CancellationToken::new();
-    tokio::spawn(supervise(Arc::new(shared), shutdown.clone()));
+    let shared = Arc::new(shared);
+    tokio::spawn(supervise(shared.clone(), shutdown.clone()));
     Harness {
         rt,
+        shared,
         statuses_flow,
         clock,
         pods: Api::namespaced(client, "default"),
@@ -101,7 +110,7 @@ async fn harness() -> Harness {
     }
 }
 
-fn pod(name: &str, image: &str, restart: &str) -> Pod {
+pub(crate) fn pod(name: &str, image: &str, restart: &str) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"nodeName": NODE, "restartPolicy": restart, "automountServiceAccountToken": false,
@@ -314,4 +323,64 @@ async fn a_status_write_that_hangs_does_not_hold_back_a_restart() {
             .is_some_and(|s| s.restart_count == 2)
     })
     .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ephemeral_container_starts_once_in_the_targets_pid_namespace_and_is_reported() {
+    let h = harness().await;
+    h.pods
+        .create(&PostParams::default(), &pod("web", IMAGE, "Always"))
+        .await
+        .unwrap();
+    eventually("the container runs", WAIT, || async {
+        h.running() == [("c".to_string(), 0)]
+    })
+    .await;
+    let debug = json!({"spec": {"ephemeralContainers": [{
+        "name": "debugger", "image": IMAGE, "targetContainerName": "c",
+        "stdin": true, "tty": true,
+    }]}});
+    let patch = kube::api::Patch::Merge(&debug);
+    let params = kube::api::PatchParams::default();
+    h.pods
+        .patch_subresource("ephemeralcontainers", "web", &params, &patch)
+        .await
+        .unwrap();
+    eventually("the ephemeral container runs", WAIT, || async {
+        h.running().contains(&("debugger".to_string(), 0))
+    })
+    .await;
+    let config = h.rt.config("debugger").unwrap();
+    let namespaces = config
+        .linux
+        .unwrap()
+        .security_context
+        .unwrap()
+        .namespace_options;
+    let namespaces = namespaces.unwrap();
+    assert_eq!(namespaces.pid, cri::api::NamespaceMode::Target as i32);
+    assert_eq!(Some(namespaces.target_id), h.rt.id_of("c"));
+    assert!(config.stdin && config.tty);
+    tries("the API shows the ephemeral container running", || async {
+        let pod = h.pods.get("web").await.ok();
+        let statuses = pod.and_then(|p| p.status?.ephemeral_container_statuses);
+        statuses.is_some_and(|s| {
+            s.len() == 1
+                && s[0].name == "debugger"
+                && !s[0].ready
+                && s[0].state.as_ref().is_some_and(|st| st.running.is_some())
+        })
+    })
+    .await;
+
+    assert_eq!(h.rt.exit("debugger", 0), 1);
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let debuggers: Vec<_> = (h.rt.containers().into_iter())
+        .filter(|c| c.0 == "debugger")
+        .collect();
+    assert_eq!(debuggers.len(), 1, "never restarted: {debuggers:?}");
+    assert!(
+        h.running().contains(&("c".to_string(), 0)),
+        "the pod runs on"
+    );
 }

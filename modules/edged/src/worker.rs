@@ -157,6 +157,7 @@ impl Worker {
                 run: false,
                 init: vec![],
                 containers: vec![],
+                ephemeral: vec![],
                 restart: plan::RestartPolicy::Never,
                 kill: Default::default(),
             },

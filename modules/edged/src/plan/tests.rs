@@ -12,6 +12,7 @@ fn desired(restart: RestartPolicy) -> Desired {
         run: true,
         init: vec![],
         containers: vec!["app".into()],
+        ephemeral: vec![],
         restart,
         kill: BTreeSet::new(),
     }
@@ -269,4 +270,22 @@ fn a_container_failing_its_liveness_probe_is_killed_and_the_policy_decides_the_r
     // A healthy container is left alone.
     d.kill.clear();
     assert!(plan(&d, &observed, t(5)).actions.is_empty());
+}
+
+#[test]
+fn an_ephemeral_container_starts_once_and_stays_after_it_exits() {
+    let mut d = desired(RestartPolicy::Always);
+    d.ephemeral = vec!["debug".into()];
+    let mut observed = Observed {
+        sandboxes: vec![sandbox("s1", 0, true)],
+        containers: vec![running("c1", "app", 0, "s1")],
+    };
+    assert_eq!(
+        plan(&d, &observed, t(1)).actions,
+        [start("debug", false, 0)]
+    );
+    observed
+        .containers
+        .push(exited("c2", "debug", 0, 1, (1, 2)));
+    assert_eq!(plan(&d, &observed, t(3_600)), Plan::default());
 }

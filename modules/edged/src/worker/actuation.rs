@@ -155,12 +155,13 @@ impl Worker {
         sandbox: &str,
         inputs: &Inputs,
     ) -> Result<(), EdgedError> {
-        let c = spec::container(pod, name).ok_or_else(|| {
+        let c = spec::any_container(pod, name).ok_or_else(|| {
             EdgedError::pod(
                 "CreateContainerConfigError",
                 format!("no container {name} in the pod"),
             )
         })?;
+        let c = &*c;
         let image = c.image.clone().unwrap_or_default();
         let involved = Involved::container(pod, name);
         let secrets: Vec<Value> = crate::credentials::pull_secret_names(pod)
@@ -185,7 +186,10 @@ impl Worker {
             .find(|s| s.id == sandbox)
             .map_or(0, |s| s.attempt);
         let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
-        let config = spec::container_config(&self.id, c, attempt, envs, mounts);
+        let mut config = spec::container_config(&self.id, c, attempt, envs, mounts);
+        if let Some(target) = spec::ephemeral_target(pod, name) {
+            share_target_pids(&mut config, &snap.observed, target, sandbox);
+        }
         let cri = &self.shared.cri;
         let id = cri
             .create_container(sandbox, config, sandbox_config)
@@ -303,4 +307,24 @@ pub(super) fn ignore_missing(r: Result<(), cri::CriError>) -> Result<(), EdgedEr
         Err(e) if e.is_not_found() => Ok(()),
         other => Ok(other?),
     }
+}
+
+/// Makes an ephemeral container see the processes of container `target` (running in
+/// `sandbox`), as `kubectl debug --target` asks; without such a container it gets its own.
+fn share_target_pids(
+    config: &mut cri::api::ContainerConfig,
+    observed: &crate::plan::Observed,
+    target: &str,
+    sandbox: &str,
+) {
+    let running = crate::plan::latest(observed, target, Some(sandbox))
+        .filter(|c| matches!(c.state, crate::plan::State::Running { .. }));
+    let Some(target) = running else { return };
+    let linux = config.linux.get_or_insert_with(Default::default);
+    let context = linux.security_context.get_or_insert_with(Default::default);
+    let namespaces = context
+        .namespace_options
+        .get_or_insert_with(Default::default);
+    namespaces.pid = cri::api::NamespaceMode::Target as i32;
+    namespaces.target_id = target.id.clone();
 }
