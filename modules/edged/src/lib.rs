@@ -22,6 +22,7 @@ mod probe;
 mod runtime;
 mod spec;
 mod statics;
+mod stats;
 mod status;
 mod statuses;
 mod tokens;
@@ -70,6 +71,7 @@ pub(crate) struct Shared {
     sink: events::Sink,
     statics: statics::Statics,
     statuses: statuses::Statuses,
+    stats: stats::Stats,
 }
 
 // === impl Edged ===
@@ -197,6 +199,7 @@ impl Shared {
             sink,
             statics: statics::Statics::default(),
             statuses: statuses::Statuses::default(),
+            stats: stats::Stats::default(),
         }
     }
 
