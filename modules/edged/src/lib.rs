@@ -16,6 +16,7 @@ mod credentials;
 mod env;
 mod error;
 mod events;
+mod logrotate;
 mod node;
 pub mod plan;
 mod probe;
@@ -256,6 +257,18 @@ async fn supervise(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(
         let client = writer.client.clone();
         writer.statuses.run(client, stop).await;
     });
+    let config = &shared.config;
+    let policy = logrotate::Policy {
+        max_size: config.container_log_max_size,
+        max_files: config.container_log_max_files,
+    };
+    shared.tasks.spawn(logrotate::run(
+        shared.cri.clone(),
+        shared.clock.clone(),
+        policy,
+        config.container_log_monitor_interval,
+        shutdown.clone(),
+    ));
     let listed = shared
         .store
         .list(ListOptions {

@@ -125,7 +125,10 @@ fn assemble(
                 .as_ref()
                 .and_then(|u| cpu_stats(&mut rates, &attributes.id, u)),
             memory: c.memory.as_ref().map(memory_stats),
-            rootfs: c.writable_layer.as_ref().map(writable_layer),
+            rootfs: c
+                .writable_layer
+                .as_ref()
+                .map(|w| writable_layer(w, c.cpu.as_ref())),
             logs: logs(&id.log_dir(sources.logs).join(&name)),
             name,
         };
@@ -199,9 +202,15 @@ fn network_stats(n: &api::NetworkUsage) -> Option<NetworkStats> {
     })
 }
 
-/// The writable layer's usage, with its filesystem's size when the mountpoint is readable.
-fn writable_layer(w: &api::FilesystemUsage) -> FsStats {
-    let t = at(w.timestamp);
+/// The writable layer's usage, with its filesystem's size when the mountpoint is readable;
+/// stamped with the CPU sample's time when the runtime gives none (containerd 1.6).
+fn writable_layer(w: &api::FilesystemUsage, cpu: Option<&api::CpuUsage>) -> FsStats {
+    let stamp = if w.timestamp > 0 {
+        w.timestamp
+    } else {
+        cpu.map_or(0, |c| c.timestamp)
+    };
+    let t = at(stamp);
     let mountpoint = w.fs_id.as_ref().map(|f| Path::new(&f.mountpoint));
     let fs = mountpoint
         .filter(|m| m.is_dir())
