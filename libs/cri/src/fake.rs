@@ -31,7 +31,25 @@ struct State {
     failing_pulls: BTreeMap<String, String>,
     exec_answers: HashMap<Vec<String>, (i32, Vec<u8>)>,
     streaming_url: Option<String>,
+    stats: HashMap<String, Usage>,
+    networks: HashMap<String, (u64, u64)>,
+    sandbox_stats_error: Option<String>,
     calls: Vec<(String, i64)>,
+}
+
+/// What a container uses, as [`FakeRuntime::set_usage`] makes the runtime report it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// CPU time used so far, in nanoseconds (cumulative).
+    pub cpu_core_nanos: u64,
+    /// Memory working set in bytes.
+    pub working_set_bytes: u64,
+    /// Memory usage (working set and page cache) in bytes.
+    pub usage_bytes: u64,
+    /// Anonymous memory in bytes.
+    pub rss_bytes: u64,
+    /// Bytes of the container's writable layer.
+    pub writable_layer_bytes: u64,
 }
 
 struct Sandbox {
@@ -117,6 +135,23 @@ impl FakeRuntime {
         self.state().streaming_url = Some(base.trim_end_matches('/').to_owned());
     }
 
+    /// Makes every container named `name` report `usage` in its stats (until set again);
+    /// containers with none set report zero.
+    pub fn set_usage(&self, name: &str, usage: Usage) {
+        self.state().stats.insert(name.to_owned(), usage);
+    }
+
+    /// Makes the sandbox of pod `pod` report `rx`/`tx` bytes on its `eth0`.
+    pub fn set_network(&self, pod: &str, rx: u64, tx: u64) {
+        self.state().networks.insert(pod.to_owned(), (rx, tx));
+    }
+
+    /// Makes `ListPodSandboxStats` fail with `message`, as containerd 1.6 does for sandboxes
+    /// without a cgroup parent.
+    pub fn fail_sandbox_stats(&self, message: &str) {
+        self.state().sandbox_stats_error = Some(message.to_owned());
+    }
+
     /// Makes every running container named `name` exit with `code`; returns how many did.
     pub fn exit(&self, name: &str, code: i32) -> usize {
         let now = self.now();
@@ -199,6 +234,51 @@ fn not_found(op: &'static str, what: &str, id: &str) -> CriError {
     CriError::Call {
         op,
         source: tonic::Status::not_found(format!("{what} {id:?} not found")),
+    }
+}
+
+fn value(value: u64) -> Option<api::UInt64Value> {
+    Some(api::UInt64Value { value })
+}
+
+/// The stats CRI reports for container `id` using `u`, sampled at `now`.
+fn container_stats(id: &str, c: &Container, u: Usage, now: i64) -> api::ContainerStats {
+    api::ContainerStats {
+        attributes: Some(api::ContainerAttributes {
+            id: id.to_owned(),
+            metadata: c.config.metadata.clone(),
+            labels: c.config.labels.clone(),
+            annotations: c.config.annotations.clone(),
+        }),
+        cpu: Some(cpu(u, now)),
+        memory: Some(memory(u, now)),
+        writable_layer: Some(api::FilesystemUsage {
+            timestamp: now,
+            fs_id: Some(api::FilesystemIdentifier {
+                mountpoint: "/var/lib/containerd".into(),
+            }),
+            used_bytes: value(u.writable_layer_bytes),
+            inodes_used: value(1),
+        }),
+        swap: None,
+    }
+}
+
+fn cpu(u: Usage, now: i64) -> api::CpuUsage {
+    api::CpuUsage {
+        timestamp: now,
+        usage_core_nano_seconds: value(u.cpu_core_nanos),
+        usage_nano_cores: None,
+    }
+}
+
+fn memory(u: Usage, now: i64) -> api::MemoryUsage {
+    api::MemoryUsage {
+        timestamp: now,
+        working_set_bytes: value(u.working_set_bytes),
+        usage_bytes: value(u.usage_bytes),
+        rss_bytes: value(u.rss_bytes),
+        ..Default::default()
     }
 }
 
@@ -460,6 +540,12 @@ impl Runtime for FakeRuntime {
             reason: c.reason.clone(),
             labels: c.config.labels.clone(),
             annotations: c.config.annotations.clone(),
+            log_path: state
+                .sandboxes
+                .get(&c.sandbox)
+                .map_or_else(String::new, |s| {
+                    format!("{}/{}", s.config.log_directory, c.config.log_path)
+                }),
             ..Default::default()
         })
     }
@@ -527,6 +613,112 @@ impl Runtime for FakeRuntime {
         }
         state.images.insert(image.to_owned());
         Ok(format!("sha256:{image}"))
+    }
+
+    async fn list_container_stats(
+        &self,
+        filter: Option<api::ContainerStatsFilter>,
+    ) -> Result<Vec<api::ContainerStats>, CriError> {
+        let now = self.now();
+        let state = self.log("ListContainerStats".into());
+        let filter = filter.unwrap_or_default();
+        let listed = state.containers.iter().filter(|(id, c)| {
+            c.state == ContainerState::ContainerRunning
+                && (filter.id.is_empty() || filter.id == **id)
+                && (filter.pod_sandbox_id.is_empty() || filter.pod_sandbox_id == c.sandbox)
+                && selected(&c.config.labels, &filter.label_selector)
+        });
+        Ok(listed
+            .map(|(id, c)| {
+                let name = c.config.metadata.as_ref().map(|m| m.name.as_str());
+                let usage = state.stats.get(name.unwrap_or_default());
+                container_stats(id, c, usage.copied().unwrap_or_default(), now)
+            })
+            .collect())
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<api::PodSandboxStatsFilter>,
+    ) -> Result<Vec<api::PodSandboxStats>, CriError> {
+        let now = self.now();
+        let state = self.log("ListPodSandboxStats".into());
+        if let Some(message) = &state.sandbox_stats_error {
+            return Err(CriError::Call {
+                op: "ListPodSandboxStats",
+                source: tonic::Status::unknown(message.clone()),
+            });
+        }
+        let filter = filter.unwrap_or_default();
+        let listed = state.sandboxes.iter().filter(|(id, s)| {
+            s.ready
+                && (filter.id.is_empty() || filter.id == **id)
+                && selected(&s.config.labels, &filter.label_selector)
+        });
+        let mut all = Vec::new();
+        for (id, s) in listed {
+            let running = state
+                .containers
+                .iter()
+                .filter(|(_, c)| c.sandbox == *id && c.state == ContainerState::ContainerRunning);
+            let mut total = Usage::default();
+            let mut containers = Vec::new();
+            for (cid, c) in running {
+                let name = c.config.metadata.as_ref().map(|m| m.name.as_str());
+                let u = state.stats.get(name.unwrap_or_default()).copied();
+                let u = u.unwrap_or_default();
+                total.cpu_core_nanos += u.cpu_core_nanos;
+                total.working_set_bytes += u.working_set_bytes;
+                total.usage_bytes += u.usage_bytes;
+                total.rss_bytes += u.rss_bytes;
+                containers.push(container_stats(cid, c, u, now));
+            }
+            let pod = s.config.metadata.as_ref().map(|m| m.name.as_str());
+            let network = state.networks.get(pod.unwrap_or_default()).map(|(rx, tx)| {
+                let eth0 = api::NetworkInterfaceUsage {
+                    name: "eth0".into(),
+                    rx_bytes: value(*rx),
+                    tx_bytes: value(*tx),
+                    rx_errors: value(0),
+                    tx_errors: value(0),
+                };
+                api::NetworkUsage {
+                    timestamp: now,
+                    default_interface: Some(eth0.clone()),
+                    interfaces: vec![eth0],
+                }
+            });
+            all.push(api::PodSandboxStats {
+                attributes: Some(api::PodSandboxAttributes {
+                    id: id.clone(),
+                    metadata: s.config.metadata.clone(),
+                    labels: s.config.labels.clone(),
+                    annotations: s.config.annotations.clone(),
+                }),
+                linux: Some(api::LinuxPodSandboxStats {
+                    cpu: Some(cpu(total, now)),
+                    memory: Some(memory(total, now)),
+                    network,
+                    process: None,
+                    containers,
+                }),
+                windows: None,
+            });
+        }
+        Ok(all)
+    }
+
+    async fn reopen_container_log(&self, id: &str) -> Result<(), CriError> {
+        let state = self.log(format!("ReopenContainerLog {id}"));
+        let c = state.containers.get(id);
+        let c = c.ok_or_else(|| not_found("ReopenContainerLog", "container", id))?;
+        if c.state != ContainerState::ContainerRunning {
+            return Err(CriError::Call {
+                op: "ReopenContainerLog",
+                source: tonic::Status::failed_precondition("container is not running"),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -635,5 +827,45 @@ mod tests {
         let err = rt.pull_image("nope", None, None).await.unwrap_err();
         assert!(err.to_string().contains("pull access denied"), "{err}");
         assert!(rt.image_status("nope").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn stats_report_the_usage_set_and_a_log_reopens_only_while_running() {
+        let rt = FakeRuntime::default();
+        rt.add_image("busybox");
+        let sandbox = rt.run_pod_sandbox(sandbox_config("web"), "").await.unwrap();
+        let config = container_config("c", "busybox");
+        let id = rt.create_container(&sandbox, config, Default::default());
+        let id = id.await.unwrap();
+        rt.start_container(&id).await.unwrap();
+        let usage = Usage {
+            cpu_core_nanos: 7,
+            working_set_bytes: 5,
+            ..Default::default()
+        };
+        rt.set_usage("c", usage);
+        rt.set_network("web", 10, 20);
+        let stats = rt.list_container_stats(None).await.unwrap();
+        let cpu = stats[0].cpu.and_then(|c| c.usage_core_nano_seconds);
+        assert_eq!(cpu.map(|v| v.value), Some(7));
+        let pods = rt.list_pod_sandbox_stats(None).await.unwrap();
+        let linux = pods[0].linux.clone().unwrap();
+        let memory = linux.memory.and_then(|m| m.working_set_bytes);
+        assert_eq!(memory.map(|v| v.value), Some(5));
+        let rx = linux.network.unwrap().default_interface.unwrap().rx_bytes;
+        assert_eq!(rx.map(|v| v.value), Some(10));
+        rt.fail_sandbox_stats("cgroupPath is empty");
+        assert!(rt.list_pod_sandbox_stats(None).await.is_err());
+
+        rt.reopen_container_log(&id).await.unwrap();
+        assert_eq!(rt.exit("c", 0), 1);
+        let err = rt.reopen_container_log(&id).await.unwrap_err();
+        assert_eq!(err.code(), Some(tonic::Code::FailedPrecondition));
+        assert!(
+            rt.reopen_container_log("nope")
+                .await
+                .unwrap_err()
+                .is_not_found()
+        );
     }
 }

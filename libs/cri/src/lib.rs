@@ -288,6 +288,37 @@ impl Cri {
         let response = self.images.clone().list_images(request).await;
         Ok(answer("ListImages", response)?.images)
     }
+
+    /// Usage of the containers the filter selects (CPU, memory, writable layer).
+    pub async fn list_container_stats(
+        &self,
+        filter: Option<api::ContainerStatsFilter>,
+    ) -> Result<Vec<api::ContainerStats>, CriError> {
+        let request = api::ListContainerStatsRequest { filter };
+        let response = self.runtime.clone().list_container_stats(request).await;
+        Ok(answer("ListContainerStats", response)?.stats)
+    }
+
+    /// Usage of the sandboxes the filter selects (CPU, memory, network, their containers).
+    pub async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<api::PodSandboxStatsFilter>,
+    ) -> Result<Vec<api::PodSandboxStats>, CriError> {
+        let request = api::ListPodSandboxStatsRequest { filter };
+        let response = self.runtime.clone().list_pod_sandbox_stats(request).await;
+        Ok(answer("ListPodSandboxStats", response)?.stats)
+    }
+
+    /// Makes the runtime reopen the container's log file, after rotation renamed it; fails
+    /// when the container does not run.
+    pub async fn reopen_container_log(&self, id: &str) -> Result<(), CriError> {
+        let request = api::ReopenContainerLogRequest {
+            container_id: id.to_string(),
+        };
+        let response = self.runtime.clone().reopen_container_log(request).await;
+        answer("ReopenContainerLog", response)?;
+        Ok(())
+    }
 }
 
 /// The socket path of `unix:///path` or of a bare absolute path.

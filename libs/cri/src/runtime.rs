@@ -69,6 +69,18 @@ pub trait Runtime: Send + Sync + 'static {
         auth: Option<api::AuthConfig>,
         sandbox_config: Option<api::PodSandboxConfig>,
     ) -> Result<String, CriError>;
+    /// Usage of the containers the filter selects (CPU, memory, writable layer).
+    async fn list_container_stats(
+        &self,
+        filter: Option<api::ContainerStatsFilter>,
+    ) -> Result<Vec<api::ContainerStats>, CriError>;
+    /// Usage of the sandboxes the filter selects (CPU, memory, network, their containers).
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<api::PodSandboxStatsFilter>,
+    ) -> Result<Vec<api::PodSandboxStats>, CriError>;
+    /// Makes the runtime reopen the container's log file (after it was renamed by rotation).
+    async fn reopen_container_log(&self, id: &str) -> Result<(), CriError>;
 }
 
 #[async_trait::async_trait]
@@ -168,5 +180,23 @@ impl Runtime for Cri {
         sandbox_config: Option<api::PodSandboxConfig>,
     ) -> Result<String, CriError> {
         Cri::pull_image(self, image, auth, sandbox_config).await
+    }
+
+    async fn list_container_stats(
+        &self,
+        filter: Option<api::ContainerStatsFilter>,
+    ) -> Result<Vec<api::ContainerStats>, CriError> {
+        Cri::list_container_stats(self, filter).await
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<api::PodSandboxStatsFilter>,
+    ) -> Result<Vec<api::PodSandboxStats>, CriError> {
+        Cri::list_pod_sandbox_stats(self, filter).await
+    }
+
+    async fn reopen_container_log(&self, id: &str) -> Result<(), CriError> {
+        Cri::reopen_container_log(self, id).await
     }
 }

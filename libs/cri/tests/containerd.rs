@@ -108,6 +108,75 @@ async fn missing_image_is_absent_and_pulling_it_fails() -> anyhow::Result<()> {
     Ok(())
 }
 
+#[tokio::test]
+async fn stats_cover_a_busy_container_and_a_reopened_log_gets_the_new_lines() -> anyhow::Result<()>
+{
+    Containerd::available().map_err(anyhow::Error::msg)?;
+    let containerd = Containerd::start().await?;
+    let footprint = containerd.footprint();
+    let cri = containerd.connect().await?;
+
+    let logs = containerd.root().join("pods/default_busy_uid-busy");
+    std::fs::create_dir_all(&logs)?;
+    let pod = sandbox_config("busy", &logs);
+    let sandbox = cri.run_pod_sandbox(pod.clone(), "").await?;
+    let script =
+        "trap 'exit 0' TERM; i=0; while true; do i=$((i+1)); echo line $i; sleep 0.05; done";
+    let busy = run_container(&cri, &sandbox, &pod, "busy", script).await?;
+    let log = logs.join("busy.log");
+    assert_first_log_line(&log, "stdout F line 1").await?;
+
+    let cpu_of = |stats: &[api::ContainerStats]| {
+        let cpu = stats
+            .iter()
+            .find(|s| s.attributes.as_ref().is_some_and(|a| a.id == busy));
+        cpu.and_then(|s| s.cpu)
+            .and_then(|c| c.usage_core_nano_seconds)
+    };
+    let stats = cri.list_container_stats(None).await?;
+    let used = cpu_of(&stats)
+        .context("no CPU usage for the running container")?
+        .value;
+    assert!(used > 0, "{stats:?}");
+    let memory = stats[0].memory.context("no memory usage")?;
+    assert!(
+        memory.working_set_bytes.is_some_and(|w| w.value > 0),
+        "{memory:?}"
+    );
+    match cri.list_pod_sandbox_stats(None).await {
+        Ok(pods) => eprintln!(
+            "ListPodSandboxStats answered {} sandboxes: {pods:?}",
+            pods.len()
+        ),
+        Err(e) => eprintln!("ListPodSandboxStats: {e} ({:?})", e.code()),
+    }
+
+    let rotated = logs.join("busy.log.1");
+    std::fs::rename(&log, &rotated)?;
+    cri.reopen_container_log(&busy).await?;
+    eventually("lines in the reopened log", Duration::from_secs(5), || {
+        std::future::ready(std::fs::read_to_string(&log).is_ok_and(|t| t.contains("stdout F line")))
+    })
+    .await;
+    // containerd switched files between two lines: none lost, none written to the old file.
+    let numbers = |path: &Path| -> anyhow::Result<Vec<u64>> {
+        let text = std::fs::read_to_string(path)?;
+        let numbers = text
+            .lines()
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok());
+        Ok(numbers.collect())
+    };
+    let (old, new) = (numbers(&rotated)?, numbers(&log)?);
+    assert_eq!(new[0], old[old.len() - 1] + 1, "{old:?} then {new:?}");
+
+    cri.stop_container(&busy, 10).await?;
+    let err = cri.reopen_container_log(&busy).await.unwrap_err();
+    eprintln!("ReopenContainerLog of a stopped container: {err}");
+    containerd.stop().await;
+    assert_eq!(footprint.leftovers(), Vec::<String>::new());
+    Ok(())
+}
+
 /// Creates and starts a busybox container running `sh -c script`, logging to `<name>.log`.
 async fn run_container(
     cri: &Cri,

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// `modules.edged`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -49,6 +49,21 @@ pub struct Config {
     /// How often the static pod directory is read again. Default `20s`.
     #[serde(with = "daemon::duration")]
     pub file_check_frequency: Duration,
+    /// A running container's log is rotated once it reaches this size (a Kubernetes quantity
+    /// such as `10Mi`; more than 0). Default `10Mi`.
+    #[serde(with = "LogSize")]
+    pub container_log_max_size: u64,
+    /// Log files kept per container, the current one included (at least 2); the rotated ones
+    /// but the newest are gzipped. Default 5.
+    #[serde(deserialize_with = "max_files")]
+    pub container_log_max_files: u32,
+    /// How often the containers' log sizes are checked. Default `10s`.
+    #[serde(
+        serialize_with = "daemon::duration::serialize",
+        deserialize_with = "monitor_interval"
+    )]
+    #[schemars(with = "daemon::duration")]
+    pub container_log_monitor_interval: Duration,
 }
 
 impl Default for Config {
@@ -68,6 +83,132 @@ impl Default for Config {
             cluster_domain: "cluster.local".into(),
             static_pod_path: "/etc/kubeedge/manifests".into(),
             file_check_frequency: Duration::from_secs(20),
+            container_log_max_size: 10 * 1024 * 1024,
+            container_log_max_files: 5,
+            container_log_monitor_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serde for `containerLogMaxSize`: a Kubernetes quantity (`10Mi`, `500k`, `1048576`) of more
+/// than 0 bytes, written back in the largest binary unit that holds it exactly.
+struct LogSize;
+
+impl LogSize {
+    fn serialize<S: Serializer>(bytes: &u64, s: S) -> Result<S::Ok, S::Error> {
+        let units = ["", "Ki", "Mi", "Gi", "Ti"];
+        let (mut value, mut unit) = (*bytes, 0);
+        while value >= 1024 && value % 1024 == 0 && unit + 1 < units.len() {
+            value /= 1024;
+            unit += 1;
+        }
+        s.serialize_str(&format!("{value}{}", units[unit]))
+    }
+
+    fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bytes(u64),
+            Text(String),
+        }
+        let bytes = match Raw::deserialize(d)? {
+            Raw::Bytes(n) => Some(n),
+            Raw::Text(t) => {
+                apimachinery::quantity::units(t.trim()).and_then(|n| u64::try_from(n).ok())
+            }
+        };
+        bytes.filter(|n| *n > 0).ok_or_else(|| {
+            serde::de::Error::custom(
+                "containerLogMaxSize must be a Kubernetes quantity of more than 0 bytes, such as 10Mi",
+            )
+        })
+    }
+}
+
+impl schemars::JsonSchema for LogSize {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Quantity".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string"})
+    }
+}
+
+/// `containerLogMaxFiles`: at least 2, the current log and one rotated (as the kubelet checks).
+fn max_files<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let n = u32::deserialize(d)?;
+    if n < 2 {
+        return Err(serde::de::Error::custom(format!(
+            "containerLogMaxFiles must be at least 2 (the current log and one rotated), got {n}"
+        )));
+    }
+    Ok(n)
+}
+
+/// `containerLogMonitorInterval`: a duration of more than 0.
+fn monitor_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let interval = daemon::duration::deserialize(d)?;
+    if interval.is_zero() {
+        return Err(serde::de::Error::custom(
+            "containerLogMonitorInterval must be more than 0",
+        ));
+    }
+    Ok(interval)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Result<Config, String> {
+        serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn log_rotation_keys_parse_as_the_kubelet_writes_them() {
+        let c = parse(
+            "containerLogMaxSize: 50Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 5s\n",
+        );
+        let c = c.unwrap();
+        assert_eq!(c.container_log_max_size, 50 * 1024 * 1024);
+        assert_eq!(c.container_log_max_files, 3);
+        assert_eq!(c.container_log_monitor_interval, Duration::from_secs(5));
+        assert_eq!(
+            parse("containerLogMaxSize: 1k\n")
+                .unwrap()
+                .container_log_max_size,
+            1000
+        );
+        assert_eq!(
+            parse("containerLogMaxSize: 4096\n")
+                .unwrap()
+                .container_log_max_size,
+            4096
+        );
+        let defaults = parse("{}").unwrap();
+        assert_eq!(defaults.container_log_max_size, 10 * 1024 * 1024);
+        assert_eq!(defaults.container_log_max_files, 5);
+        let written = serde_yaml_ng::to_string(&defaults).unwrap();
+        assert!(written.contains("containerLogMaxSize: 10Mi"), "{written}");
+        assert_eq!(parse(&written).unwrap(), defaults);
+    }
+
+    #[test]
+    fn a_bad_log_rotation_value_names_its_key() {
+        for (yaml, key) in [
+            ("containerLogMaxSize: ten\n", "containerLogMaxSize"),
+            ("containerLogMaxSize: 0\n", "containerLogMaxSize"),
+            ("containerLogMaxSize: -1Mi\n", "containerLogMaxSize"),
+            ("containerLogMaxFiles: 1\n", "containerLogMaxFiles"),
+            (
+                "containerLogMonitorInterval: 0s\n",
+                "containerLogMonitorInterval",
+            ),
+        ] {
+            let err = parse(yaml).unwrap_err();
+            assert!(err.contains(key), "{yaml}: {err}");
         }
     }
 }

@@ -17,12 +17,14 @@ mod env;
 mod error;
 mod events;
 mod kubelet;
+mod logrotate;
 mod node;
 pub mod plan;
 mod probe;
 mod runtime;
 mod spec;
 mod statics;
+mod stats;
 mod status;
 mod statuses;
 mod tokens;
@@ -71,6 +73,7 @@ pub(crate) struct Shared {
     sink: events::Sink,
     statics: statics::Statics,
     statuses: statuses::Statuses,
+    stats: stats::Stats,
 }
 
 // === impl Edged ===
@@ -205,6 +208,7 @@ impl Shared {
             sink,
             statics: statics::Statics::default(),
             statuses: statuses::Statuses::default(),
+            stats: stats::Stats::default(),
         }
     }
 
@@ -261,6 +265,18 @@ async fn supervise(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(
         let client = writer.client.clone();
         writer.statuses.run(client, stop).await;
     });
+    let config = &shared.config;
+    let policy = logrotate::Policy {
+        max_size: config.container_log_max_size,
+        max_files: config.container_log_max_files,
+    };
+    shared.tasks.spawn(logrotate::run(
+        shared.cri.clone(),
+        shared.clock.clone(),
+        policy,
+        config.container_log_monitor_interval,
+        shutdown.clone(),
+    ));
     let listed = shared
         .store
         .list(ListOptions {

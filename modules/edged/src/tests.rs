@@ -384,3 +384,35 @@ async fn an_ephemeral_container_starts_once_in_the_targets_pid_namespace_and_is_
         "the pod runs on"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_running_containers_log_over_the_limit_is_rotated_by_the_supervisor() {
+    let h = harness().await;
+    h.pods
+        .create(&PostParams::default(), &pod("chatty", IMAGE, "Always"))
+        .await
+        .unwrap();
+    eventually("the container runs", WAIT, || async {
+        h.running().len() == 1
+    })
+    .await;
+    use cri::Runtime as _;
+    let id = h.rt.list_containers(None).await.unwrap()[0].id.clone();
+    let log = std::path::PathBuf::from(h.rt.container_status(&id).await.unwrap().log_path);
+    // The runtime makes the container's log directory and file: here the test does.
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    // containerLogMaxSize's default, 10Mi.
+    std::fs::write(&log, vec![b'x'; 10 * 1024 * 1024]).unwrap();
+    let dir = log.parent().unwrap().to_path_buf();
+    eventually("the log is rotated", WAIT, || {
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        std::future::ready(names.iter().any(|n| n.starts_with("0.log.")))
+    })
+    .await;
+    assert!(!log.exists(), "renamed for the runtime to reopen");
+    assert!(h.rt.count("ReopenContainerLog") >= 1);
+}
