@@ -190,7 +190,12 @@ async fn kubectl_logs_exec_port_forward_and_cp_reach_an_edge_pod_through_its_lin
     assert_eq!(text(&out.stdout), "hi\n", "{}", text(&out.stderr));
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let echoed = ok(
-        kubectl_with_stdin(&kc, &["exec", "-i", "web", "--", "cat"], Some(b"piped in\n")).await,
+        kubectl_with_stdin(
+            &kc,
+            &["exec", "-i", "web", "--", "cat"],
+            Some(b"piped in\n"),
+        )
+        .await,
         "exec -i",
     );
     assert_eq!(echoed, "piped in\n");
@@ -210,7 +215,11 @@ async fn kubectl_logs_exec_port_forward_and_cp_reach_an_edge_pod_through_its_lin
         let (code, body) = testkit::http_get(([127, 0, 0, 1], port).into(), "/index.html")
             .await
             .expect("the forwarded port answers");
-        assert_eq!((code, body.trim_end().ends_with("ok")), (200, true), "{body}");
+        assert_eq!(
+            (code, body.trim_end().ends_with("ok")),
+            (200, true),
+            "{body}"
+        );
     }
     drop(forward);
 
@@ -222,7 +231,11 @@ async fn kubectl_logs_exec_port_forward_and_cp_reach_an_edge_pod_through_its_lin
     let local = dir.path().join("big");
     std::fs::write(&local, &big).unwrap();
     ok(
-        kubectl(&kc, &["cp", local.to_str().unwrap(), "default/web:/tmp/big"]).await,
+        kubectl(
+            &kc,
+            &["cp", local.to_str().unwrap(), "default/web:/tmp/big"],
+        )
+        .await,
         "cp to the pod",
     );
     let remote_sum = ok(
@@ -293,10 +306,7 @@ async fn a_node_that_is_not_connected_is_refused_at_once_by_name() {
             .is_some_and(|n| !n.connected)
     })
     .await;
-    for args in [
-        &["logs", "web"][..],
-        &["exec", "web", "--", "true"][..],
-    ] {
+    for args in [&["logs", "web"][..], &["exec", "web", "--", "true"][..]] {
         let started = Instant::now();
         let out = kubectl(&kc, args).await;
         let took = started.elapsed();

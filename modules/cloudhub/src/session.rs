@@ -267,8 +267,7 @@ async fn run(
         Ok(()) => {
             // A valid session: the address may use the reserved handshake slots from now on.
             shared.gate.remember(remote.ip());
-            *slot.tunnels.lock().expect("tunnels lock poisoned") =
-                tunnels.map(|t| (session_id, t));
+            *slot.tunnels.lock().expect("tunnels lock poisoned") = tunnels.map(|t| (session_id, t));
             session.run_loop(&mut frames, handled_rx, &cancel).await
         }
         Err(e) => Err(e),
