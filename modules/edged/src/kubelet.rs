@@ -65,6 +65,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/pods", get(pods))
+        .route("/stats/summary", get(stats_summary))
+        .route("/metrics/resource", get(metrics_resource))
         .route(
             "/containerLogs/{namespace}/{pod}/{container}",
             get(container_logs),
@@ -117,6 +119,29 @@ impl IntoResponse for ApiError {
 }
 
 // === handlers ===
+
+/// `GET /stats/summary`: the node's and its pods' usage, as metrics-server and
+/// `kubectl get --raw /api/v1/nodes/<n>/proxy/stats/summary` read it.
+async fn stats_summary(State(shared): SharedState) -> Response {
+    match crate::stats::summary(&shared).await {
+        Ok(summary) => axum::Json(summary).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("collecting the node's statistics failed: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// `GET /metrics/resource`: the resource metrics in Prometheus text.
+async fn metrics_resource(State(shared): SharedState) -> Response {
+    let text = crate::stats::resource_metrics(&shared).await;
+    (
+        [(header::CONTENT_TYPE, crate::stats::METRICS_CONTENT_TYPE)],
+        text,
+    )
+        .into_response()
+}
 
 async fn pods(State(shared): SharedState) -> Response {
     let mut pods = running_pods(&shared);

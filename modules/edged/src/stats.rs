@@ -35,7 +35,6 @@ pub(crate) struct Stats {
 const NODE_KEY: &str = "node";
 
 /// `GET /stats/summary`: the node's and its pods' usage now.
-#[allow(dead_code)] // the kubelet API (modules/edged/src/kubelet) serves it
 pub(crate) async fn summary(shared: &Shared) -> Result<Summary, EdgedError> {
     let config = &shared.config;
     let sources = Sources {
@@ -51,7 +50,6 @@ pub(crate) async fn summary(shared: &Shared) -> Result<Summary, EdgedError> {
 /// `GET /metrics/resource` (content type [`METRICS_CONTENT_TYPE`]): the Prometheus text
 /// metrics-server reads; a failed scrape answers `resource_scrape_error 1` and no other
 /// sample, as the kubelet does.
-#[allow(dead_code)] // the kubelet API (modules/edged/src/kubelet) serves it
 pub(crate) async fn resource_metrics(shared: &Shared) -> String {
     let summary = summary(shared).await;
     if let Err(e) = &summary {

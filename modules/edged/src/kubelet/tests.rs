@@ -78,6 +78,34 @@ async fn healthz_is_ok_and_pods_lists_the_pods_edged_runs() {
 }
 
 #[tokio::test]
+async fn stats_summary_and_resource_metrics_are_served_for_the_running_pod() {
+    let (h, uid) = running_web().await;
+    h.rt.set_usage(
+        "c",
+        cri::fake::Usage {
+            cpu_core_nanos: 2_000_000_000,
+            working_set_bytes: 3 << 20,
+            ..Default::default()
+        },
+    );
+    let (status, body) = get(&h, "/stats/summary").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let summary: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let pod = &summary["pods"][0];
+    assert_eq!(pod["podRef"]["uid"], uid.as_str(), "{body}");
+    assert_eq!(pod["containers"][0]["name"], "c");
+    assert_eq!(pod["containers"][0]["memory"]["workingSetBytes"], 3 << 20);
+    assert!(summary["node"]["nodeName"].is_string(), "{body}");
+    let (status, text) = get(&h, "/metrics/resource").await;
+    assert_eq!(status, StatusCode::OK);
+    let sample = format!(
+        "container_memory_working_set_bytes{{container=\"c\",namespace=\"default\",pod=\"web\"}} {}",
+        3 << 20
+    );
+    assert!(text.contains(&sample), "{text}");
+}
+
+#[tokio::test]
 async fn container_logs_decode_the_cri_file_under_every_parameter() {
     let (h, uid) = running_web().await;
     write_log(&h, &uid, 0, LOG);

@@ -9,7 +9,6 @@ use std::fmt::Write;
 use super::types::{CpuStats, MemoryStats, Summary};
 
 /// The content type of the text this writes.
-#[allow(dead_code)] // the kubelet API (modules/edged/src/kubelet) uses it
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// One metric family: name, type, help (with its stability level, as the kubelet writes it).
