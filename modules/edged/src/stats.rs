@@ -77,7 +77,7 @@ pub(crate) struct Sources<'a> {
 /// The summary of the node and its pods at `now` (the node's samples are stamped `now`; the
 /// runtime stamps its own).
 pub(crate) async fn collect(sources: &Sources<'_>, now: SystemTime) -> Result<Summary, EdgedError> {
-    let pods = pods::collect(sources).await?;
+    let pods = pods::collect(sources, now).await?;
     let reading = node::read(now);
     let mut rates = sources
         .stats
