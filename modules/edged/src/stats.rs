@@ -49,8 +49,8 @@ pub(crate) async fn summary(shared: &Shared) -> Result<Summary, EdgedError> {
 }
 
 /// `GET /metrics/resource` (content type [`METRICS_CONTENT_TYPE`]): the Prometheus text
-/// metrics-server reads; a failed scrape answers `resource_scrape_error 1` and no other
-/// sample, as the kubelet does.
+/// metrics-server reads; a failed scrape answers `resource_scrape_error 1` (and the deprecated
+/// `scrape_error 1`) and no other sample, as the kubelet does.
 #[allow(dead_code)] // the kubelet API (modules/edged/src/kubelet) serves it
 pub(crate) async fn resource_metrics(shared: &Shared) -> String {
     let summary = summary(shared).await;
