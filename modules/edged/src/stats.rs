@@ -48,8 +48,8 @@ pub(crate) async fn summary(shared: &Shared) -> Result<Summary, EdgedError> {
 }
 
 /// `GET /metrics/resource` (content type [`METRICS_CONTENT_TYPE`]): the Prometheus text
-/// metrics-server reads; a failed scrape answers `resource_scrape_error 1` and no other
-/// sample, as the kubelet does.
+/// metrics-server reads; a failed scrape answers `resource_scrape_error 1` (and the deprecated
+/// `scrape_error 1`) and no other sample, as the kubelet does.
 pub(crate) async fn resource_metrics(shared: &Shared) -> String {
     let summary = summary(shared).await;
     if let Err(e) = &summary {
@@ -75,7 +75,7 @@ pub(crate) struct Sources<'a> {
 /// The summary of the node and its pods at `now` (the node's samples are stamped `now`; the
 /// runtime stamps its own).
 pub(crate) async fn collect(sources: &Sources<'_>, now: SystemTime) -> Result<Summary, EdgedError> {
-    let pods = pods::collect(sources).await?;
+    let pods = pods::collect(sources, now).await?;
     let reading = node::read(now);
     let mut rates = sources
         .stats

@@ -25,8 +25,9 @@ pub struct Collected {
     pub keys: Vec<String>,
 }
 
-/// Reads the usage of every pod edged runs.
-pub async fn collect(sources: &Sources<'_>) -> Result<Collected, EdgedError> {
+/// Reads the usage of every pod edged runs and of its running containers; `now` stamps what
+/// the runtime does not (the log files).
+pub async fn collect(sources: &Sources<'_>, now: SystemTime) -> Result<Collected, EdgedError> {
     let cri = sources.cri;
     let managed = HashMap::from([(MANAGED.to_string(), "true".to_string())]);
     let ready = api::PodSandboxStateValue {
@@ -39,8 +40,12 @@ pub async fn collect(sources: &Sources<'_>) -> Result<Collected, EdgedError> {
             ..Default::default()
         }))
         .await?;
+    let running = api::ContainerStateValue {
+        state: api::ContainerState::ContainerRunning as i32,
+    };
     let started: HashMap<String, i64> = cri
         .list_containers(Some(api::ContainerFilter {
+            state: Some(running),
             label_selector: managed.clone(),
             ..Default::default()
         }))
@@ -69,13 +74,17 @@ pub async fn collect(sources: &Sources<'_>) -> Result<Collected, EdgedError> {
                 HashMap::new()
             }
         };
-    Ok(assemble(
-        sources,
-        latest(sandboxes),
-        containers,
-        &started,
-        &by_sandbox,
-    ))
+    let containers = containers.into_iter().filter(|c| {
+        let id = c.attributes.as_ref().map(|a| a.id.as_str());
+        started.contains_key(id.unwrap_or_default())
+    });
+    let inputs = Inputs {
+        sandboxes: latest(sandboxes),
+        started: &started,
+        by_sandbox: &by_sandbox,
+        now,
+    };
+    Ok(assemble(sources, inputs, containers.collect()))
 }
 
 /// The newest ready sandbox of each pod, by uid.
@@ -90,14 +99,25 @@ fn latest(sandboxes: Vec<api::PodSandbox>) -> BTreeMap<String, api::PodSandbox> 
     by_uid
 }
 
+/// What the runtime reported besides the containers' statistics.
+struct Inputs<'a> {
+    /// The newest ready sandbox of each pod, by uid.
+    sandboxes: BTreeMap<String, api::PodSandbox>,
+    /// When each running container was created, by id.
+    started: &'a HashMap<String, i64>,
+    /// Each sandbox's statistics, by id, if the runtime gave them.
+    by_sandbox: &'a HashMap<String, api::LinuxPodSandboxStats>,
+    /// Now, by edged's clock.
+    now: SystemTime,
+}
+
 /// Puts each container's statistics into its pod's and computes the CPU rates.
 fn assemble(
     sources: &Sources<'_>,
-    sandboxes: BTreeMap<String, api::PodSandbox>,
+    inputs: Inputs<'_>,
     containers: Vec<api::ContainerStats>,
-    started: &HashMap<String, i64>,
-    by_sandbox: &HashMap<String, api::LinuxPodSandboxStats>,
 ) -> Collected {
+    let (started, by_sandbox) = (inputs.started, inputs.by_sandbox);
     let mut rates = sources
         .stats
         .rates
@@ -129,13 +149,13 @@ fn assemble(
                 .writable_layer
                 .as_ref()
                 .map(|w| writable_layer(w, c.cpu.as_ref())),
-            logs: logs(&id.log_dir(sources.logs).join(&name)),
+            logs: logs(&id.log_dir(sources.logs).join(&name), inputs.now),
             name,
         };
         per_pod.entry(id.uid).or_default().push((stats, cpu));
     }
     let mut stats = Vec::new();
-    for (uid, sandbox) in sandboxes {
+    for (uid, sandbox) in inputs.sandboxes {
         let mut containers = per_pod.remove(&uid).unwrap_or_default();
         containers.sort_by(|a, b| a.0.name.cmp(&b.0.name));
         let key = format!("pod/{uid}");
@@ -224,8 +244,7 @@ fn writable_layer(w: &api::FilesystemUsage, cpu: Option<&api::CpuUsage>) -> FsSt
 }
 
 /// The container's log files (every restart's) on the logs filesystem.
-fn logs(dir: &Path) -> Option<FsStats> {
-    let now = SystemTime::now();
+fn logs(dir: &Path, now: SystemTime) -> Option<FsStats> {
     let fs = filesystem(dir, now)?;
     let files: Vec<u64> = std::fs::read_dir(dir)
         .map(|d| {
