@@ -10,14 +10,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use apiserver::{ApiServer, Config};
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::Response;
 use kapi::nodes::{DialError, NodeDialer, NodeStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 const POD: &str = r#"{"apiVersion": "v1", "kind": "Pod",
   "metadata": {"name": "web", "namespace": "default"},
   "spec": {"nodeName": "edge-1", "containers": [{"name": "app", "image": "registry.local/app:1"}]}}"#;
 
-/// A kubelet API on loopback answering `hello from <path>\n`, recording the paths asked.
+/// A kubelet API on loopback answering `hello from <path>\n`, and an exec over WebSocket
+/// (`v5.channel.k8s.io`) with `hello from exec\n` on stdout and a `Success` status; it
+/// records the paths asked.
 async fn stub_kubelet() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -25,15 +32,71 @@ async fn stub_kubelet() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
     let addr = listener.local_addr().expect("an address");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
-    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+    let app = axum::Router::new().fallback(move |req: Request| {
         let record = record.clone();
         async move {
-            record.lock().expect("lock").push(uri.to_string());
-            format!("hello from {}\n", uri.path())
+            record.lock().expect("lock").push(req.uri().to_string());
+            if req.uri().path().starts_with("/exec/") {
+                return websocket_exec(req);
+            }
+            Response::new(Body::from(format!("hello from {}\n", req.uri().path())))
         }
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
     (addr, seen)
+}
+
+/// Accepts a WebSocket upgrade speaking `v5.channel.k8s.io`, writes one stdout frame and the
+/// status frame, then closes.
+fn websocket_exec(mut req: Request) -> Response {
+    use base64::Engine;
+    let key = req
+        .headers()
+        .get("sec-websocket-key")
+        .map(|k| k.as_bytes().to_vec())
+        .unwrap_or_default();
+    let offered = req
+        .headers()
+        .get("sec-websocket-protocol")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if key.is_empty() || !offered.contains("v5.channel.k8s.io") {
+        let mut resp = Response::new(Body::from("a v5.channel.k8s.io WebSocket is needed"));
+        *resp.status_mut() = StatusCode::BAD_REQUEST;
+        return resp;
+    }
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    digest.update(&key);
+    digest.update(b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11");
+    let accept = base64::engine::general_purpose::STANDARD.encode(digest.finish());
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let Ok(upgraded) = on_upgrade.await else {
+            return;
+        };
+        let mut io = hyper_util::rt::TokioIo::new(upgraded);
+        let status = br#"{"metadata":{},"status":"Success"}"#;
+        for (channel, payload) in [(1u8, &b"hello from exec\n"[..]), (3, &status[..])] {
+            let mut frame = vec![0x82, u8::try_from(payload.len() + 1).expect("short")];
+            frame.push(channel);
+            frame.extend_from_slice(payload);
+            if io.write_all(&frame).await.is_err() {
+                return;
+            }
+        }
+        let _ = io.write_all(&[0x88, 0x02, 0x03, 0xe8]).await;
+        let mut rest = Vec::new();
+        let wait = std::time::Duration::from_secs(5);
+        let _ = tokio::time::timeout(wait, io.read_to_end(&mut rest)).await;
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header("connection", "Upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-accept", accept)
+        .header("sec-websocket-protocol", "v5.channel.k8s.io")
+        .body(Body::empty())
+        .expect("a response")
 }
 
 /// Dials node `edge-1` by TCP to the stub kubelet, counting the dials.
@@ -240,5 +303,36 @@ async fn kubectl_logs_and_exec_of_a_pod_on_a_node_not_connected_fail_at_once_nam
         );
         assert!(elapsed < std::time::Duration::from_secs(2), "{elapsed:?}");
     }
+    shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_exec_over_websocket_reaches_the_kubelet_by_pod_uid_and_prints_its_output() {
+    if no_kubectl() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (kubelet, seen) = stub_kubelet().await;
+    let dialer = Arc::new(TcpDialer {
+        kubelet,
+        dials: AtomicUsize::new(0),
+    });
+    let shutdown = CancellationToken::new();
+    let admin = control_plane(dir.path(), dialer.clone(), shutdown.clone()).await;
+    kubectl_ok(&admin, &["apply", "-f", "-"], POD).await;
+    let uid = kubectl_ok(
+        &admin,
+        &["get", "pod", "web", "-o", "jsonpath={.metadata.uid}"],
+        "",
+    )
+    .await;
+    let out = kubectl_ok(&admin, &["exec", "web", "--", "ls", "-l"], "").await;
+    assert_eq!(out, "hello from exec\n");
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        [format!(
+            "/exec/default/web/{uid}/app?command=ls&command=-l&error=1&output=1"
+        )]
+    );
     shutdown.cancel();
 }
