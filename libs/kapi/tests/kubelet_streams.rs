@@ -289,6 +289,21 @@ async fn a_node_that_hangs_up_mid_stream_ends_the_clients_stream() {
 }
 
 #[tokio::test]
+async fn a_log_cut_by_the_node_mid_stream_ends_with_an_error_not_a_clean_end() {
+    let kubelet = StubKubelet::start().await;
+    let s = server(kubelet.dialer("edge-1"), None).await;
+    let resp = send(s.addr, get(&format!("{POD}/log?previous=true"))).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut body = resp.into_body();
+    assert_eq!(next_chunk(&mut body).await, "line 1\n");
+    kubelet.end_log();
+    let end = tokio::time::timeout(WAIT, body.collect())
+        .await
+        .expect("the end within the wait");
+    assert!(end.is_err(), "a cut log ended as if complete");
+}
+
+#[tokio::test]
 async fn a_node_that_is_not_connected_is_a_503_at_once_naming_the_node() {
     let dialer = Arc::new(NotConnected::default());
     let s = server(dialer.clone(), None).await;

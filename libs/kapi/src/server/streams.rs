@@ -24,6 +24,7 @@ use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use axum::response::Response;
+use http_body_util::BodyExt;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
@@ -94,7 +95,12 @@ pub(crate) async fn forward(
         _ => {
             let (mut head, incoming) = resp.into_parts();
             strip_hop_by_hop(&mut head.headers);
-            let mut out = Response::from_parts(head, Body::new(incoming));
+            let node_id = node.to_owned();
+            let body = incoming.map_err(move |e| {
+                tracing::info!(node_id, error = %e, "kubelet answer ended with an error");
+                e
+            });
+            let mut out = Response::from_parts(head, Body::new(body));
             if call.follow {
                 out.extensions_mut().insert(Endless);
             }

@@ -1,7 +1,8 @@
 //! A stub kubelet API on a loopback listener, and node dialers for it: what the API server's
 //! kubelet streams are tested against.
 //!
-//! - `/containerLogs/...` answers `line 1\n`; followed (once), then each line the test sends
+//! - `/containerLogs/...` answers `line 1\n` (with `previous=true`, then cuts the
+//!   connection at [`StubKubelet::end_log`]); followed (once), then each line the test sends
 //!   with [`StubKubelet::write_log`], until [`StubKubelet::end_log`];
 //! - `/exec/...`, `/attach/...`, `/portForward/...` with an upgrade answer `101` with the
 //!   upgrade asked for and echo every byte; with `command=fail` they answer `400`, with
@@ -125,6 +126,9 @@ async fn answer(State(stub): State<Arc<Stub>>, mut req: Request) -> Response {
         path: path.clone(),
         headers: req.headers().clone(),
     });
+    if path.starts_with("/containerLogs/") && path.contains("previous=true") {
+        return cut_log(&stub);
+    }
     if path.starts_with("/containerLogs/") {
         return log(&stub, path.contains("follow=true"));
     }
@@ -175,6 +179,20 @@ fn log(stub: &Stub, follow: bool) -> Response {
     });
     use futures::StreamExt;
     Response::new(Body::from_stream(first.chain(rest)))
+}
+
+/// `line 1\n`, then, once the test ends the log, the connection is cut (the node went away).
+fn cut_log(stub: &Stub) -> Response {
+    let mut rx = stub.log_rx.lock().expect("lock").take();
+    let line = futures::stream::once(async { Ok("line 1\n".to_owned()) });
+    let cut = futures::stream::once(async move {
+        if let Some(rx) = rx.as_mut() {
+            while rx.recv().await.is_some() {}
+        }
+        Err(std::io::Error::other("node gone"))
+    });
+    use futures::StreamExt;
+    Response::new(Body::from_stream(line.chain(cut)))
 }
 
 /// Echoes every byte until the peer ends; with `hangup`, closes after the first read.
