@@ -24,9 +24,10 @@
 //! - `scale` is computed from its parent on each read; the kubelet streams (`pods/log`,
 //!   `exec`, `attach`, `portforward`, `nodes/proxy`) are sent to the node's kubelet API over
 //!   the router's [`crate::nodes::NodeDialer`] ([`streams`]), and without one answer as
-//!   kube-apiserver does when it cannot dial the kubelet ([`subresource`]). The `proxy` subresources of pods, Services and nodes are proxied
-//!   to the pod's (or node's) address when the router has a [`ProxyConfig`] ([`proxy`]),
-//!   and authorized as the verb each method means.
+//!   kube-apiserver does when it cannot dial the kubelet ([`subresource`]). The `proxy`
+//!   subresources of pods, Services and nodes are proxied to the pod's (or node's) address
+//!   when the router has a [`ProxyConfig`] ([`proxy`]), and authorized as the verb each
+//!   method means.
 //! - Resource requests need a user (the request's [`User`] or the default), else 401;
 //!   discovery, `/version` and OpenAPI do not, but when there is a user and an
 //!   [`crate::Authorizer`], it is asked about the path first. Reads (get, list, watch, and

@@ -57,7 +57,12 @@ pub(crate) fn pod_call(
     }
     let namespace = segment(str_at(pod, "/metadata/namespace"));
     let pod_name = segment(name);
-    let uid = segment(str_at(pod, "/metadata/uid"));
+    // `/{uid}` after the pod's name; a pod stored without one (never one the API server
+    // created) is reached by name alone.
+    let uid = match str_at(pod, "/metadata/uid") {
+        "" => String::new(),
+        uid => format!("/{}", segment(uid)),
+    };
     let (path, query) = match sub {
         "log" => {
             let container = segment(&container_of(pod, name, params.get("container"))?);
@@ -67,11 +72,11 @@ pub(crate) fn pod_call(
         "exec" | "attach" => {
             check_not_completed(pod, sub)?;
             let container = segment(&container_of(pod, name, params.get("container"))?);
-            let path = format!("/{sub}/{namespace}/{pod_name}/{uid}/{container}");
+            let path = format!("/{sub}/{namespace}/{pod_name}{uid}/{container}");
             (path, stream_query(params, sub == "exec"))
         }
         _ => {
-            let path = format!("/portForward/{namespace}/{pod_name}/{uid}");
+            let path = format!("/portForward/{namespace}/{pod_name}{uid}");
             (path, ports_query(params)?)
         }
     };

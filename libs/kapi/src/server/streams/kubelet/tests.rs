@@ -95,6 +95,10 @@ fn exec_and_attach_name_the_pod_uid_and_send_the_kubelet_flags() {
     .unwrap();
     assert_eq!(c.path, "/attach/default/web/u-1/app?error=1&output=1");
     assert!(!c.follow);
+    let mut no_uid = pod();
+    no_uid["metadata"]["uid"].take();
+    let c = call(&no_uid, "attach", "stdout=1").unwrap();
+    assert_eq!(c.path, "/attach/default/web/app?output=1");
 }
 
 #[test]
