@@ -22,11 +22,12 @@
 //!   alternative is 406.
 //! - `/healthz`, `/livez`, `/readyz` run only the checks this plane performs ([`health`]).
 //! - `scale` is computed from its parent on each read; the kubelet streams (`pods/log`,
-//!   `exec`, `attach`, `portforward`, `proxy`, `nodes/proxy`) answer as kube-apiserver does
-//!   when it cannot dial the kubelet, until a tunnel to the edge serves them
-//!   ([`subresource`]). The `proxy` subresources of pods, Services and nodes are proxied
-//!   to the pod's (or node's) address when the router has a [`ProxyConfig`] ([`proxy`]),
-//!   and authorized as the verb each method means.
+//!   `exec`, `attach`, `portforward`, `nodes/proxy`) are sent to the node's kubelet API over
+//!   the router's [`crate::nodes::NodeDialer`] ([`streams`]), and without one answer as
+//!   kube-apiserver does when it cannot dial the kubelet ([`subresource`]). The `proxy`
+//!   subresources of pods, Services and nodes are proxied to the pod's (or node's) address
+//!   when the router has a [`ProxyConfig`] ([`proxy`]), and authorized as the verb each
+//!   method means.
 //! - Resource requests need a user (the request's [`User`] or the default), else 401;
 //!   discovery, `/version` and OpenAPI do not, but when there is a user and an
 //!   [`crate::Authorizer`], it is asked about the path first. Reads (get, list, watch, and
@@ -48,6 +49,7 @@ mod query;
 mod read;
 mod render;
 mod select;
+mod streams;
 mod subresource;
 mod token;
 mod watch;
@@ -241,8 +243,10 @@ async fn resource(
             proxy::serve(api, &target, parts, body).await
         }
         (method, true, Some(sub)) if subresource::is_tunnel(sub, method) => {
-            authorize_read(api, &user, "get", &target, &params).await?;
-            subresource::tunnel(api, &target, &params).await
+            for verb in subresource::stream_verbs(sub, method) {
+                authorize_read(api, &user, verb, &target, &params).await?;
+            }
+            subresource::tunnel(api, &target, &params, parts, body).await
         }
         (&Method::GET, true, Some(sub)) if subresource::reads_parent(sub) => {
             authorize_read(api, &user, "get", &target, &params).await?;

@@ -189,6 +189,21 @@ impl ApiServer {
     }
 }
 
+impl ApiServer {
+    /// The control plane reaching nodes' kubelet APIs through `dialer` (cloudhub's tunnel):
+    /// `pods/log`, `exec`, `attach`, `portforward` and `nodes/proxy` are served over it.
+    /// Without one, they answer as a kubelet that cannot be reached. Call before the module
+    /// runs.
+    pub fn with_node_dialer(mut self, dialer: Arc<dyn kapi::nodes::NodeDialer>) -> ApiServer {
+        let serving = self.serving.get_mut().expect("serving lock poisoned");
+        if let Some(s) = serving.as_mut() {
+            let app = std::mem::take(&mut s.app);
+            s.app = kapi::nodes::with_node_dialer(app, dialer);
+        }
+        self
+    }
+}
+
 #[beehive::async_trait]
 impl Module for ApiServer {
     fn name(&self) -> &str {

@@ -8,9 +8,10 @@
 //! - a Service: a ready endpoint of the named port (a port number is looked up among the
 //!   Service's ports) from its EndpointSlices, one whose target pod holds that address (as
 //!   kube-apiserver proxies only to pods); successive requests start at the next endpoint;
-//! - a node: only with a port that is not the kubelet's (plain HTTP to the node's address);
-//!   the kubelet itself, which needs TLS and the kubelet's client credentials, is answered as
-//!   an unreachable kubelet.
+//! - a node: with no port or the kubelet's, its kubelet API over the router's
+//!   [`crate::nodes::Dialer`] (`/<path>` there: `stats/summary`, `metrics/resource`, `pods`,
+//!   `healthz`; see [`super::streams`]), else answered as an unreachable kubelet; with another
+//!   port, plain HTTP to the node's address.
 //!
 //! Reachability is decided by dialing: a backend that does not accept a TCP connection within
 //! [`ProxyConfig::dial_timeout`] (an edge pod behind NAT, a pod gone) gets a 503 `Status`
@@ -37,8 +38,10 @@ use serde_json::Value;
 
 use super::Target;
 use super::error::from_store;
+use super::streams::{self, KubeletCall};
 use super::subresource::unreachable_kubelet;
 use crate::Api;
+use crate::nodes::Dialer;
 use location::{Backend, Id};
 
 pub(crate) use location::verb;
@@ -93,6 +96,14 @@ pub(crate) async fn serve(
             "pod {} does not have a host assigned",
             id.name
         )));
+    }
+    let dialer = parts.extensions.get::<Dialer>().cloned();
+    if let Some(Dialer(dialer)) = dialer
+        && resource == "nodes"
+        && is_kubelet_port(&obj, &id)
+    {
+        let call = kubelet_call(&id.name, &parts, target.info.namespaced);
+        return streams::forward(dialer.as_ref(), call, parts, body).await;
     }
     let Some(config) = config else {
         return Err(match resource {
@@ -173,21 +184,37 @@ async fn service_backend(
     )))
 }
 
-/// A node's own port other than the kubelet's, on its first internal (else external) address.
-fn node_backend(node: &Value, id: &Id, allow_loopback: bool) -> Result<Backend, ApiError> {
+/// Whether a `nodes/<id>/proxy` request is for the node's kubelet: no port, or the kubelet's
+/// (`status.daemonEndpoints.kubeletEndpoint.Port`, else 10250).
+fn is_kubelet_port(node: &Value, id: &Id) -> bool {
     let kubelet = node
         .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
         .and_then(Value::as_u64)
         .unwrap_or(10250);
-    let port = match id.port.as_str() {
-        "" => None,
-        p => Some(p.parse::<u16>().map_err(|_| {
-            ApiError::bad_request(format!("invalid port {p:?} for node {:?}", id.name))
-        })?),
-    };
-    let Some(port) = port.filter(|p| u64::from(*p) != kubelet) else {
+    id.port.is_empty() || id.port.parse::<u64>() == Ok(kubelet)
+}
+
+/// `nodes/<node>/proxy/<path>?<query>` as the kubelet request `/<path>?<query>`.
+fn kubelet_call(node: &str, parts: &Parts, namespaced: bool) -> KubeletCall {
+    let path = location::forwarded_path(parts.uri.path(), namespaced);
+    KubeletCall {
+        node: node.to_owned(),
+        path: match parts.uri.query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path,
+        },
+        follow: false,
+    }
+}
+
+/// A node's own port other than the kubelet's, on its first internal (else external) address.
+fn node_backend(node: &Value, id: &Id, allow_loopback: bool) -> Result<Backend, ApiError> {
+    if is_kubelet_port(node, id) {
         return Err(unreachable_kubelet(&id.name, "nodes/proxy"));
-    };
+    }
+    let port = id.port.parse::<u16>().map_err(|_| {
+        ApiError::bad_request(format!("invalid port {:?} for node {:?}", id.port, id.name))
+    })?;
     let addresses = node.pointer("/status/addresses").and_then(Value::as_array);
     let address = ["InternalIP", "ExternalIP"].iter().find_map(|kind| {
         addresses

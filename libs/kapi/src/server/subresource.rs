@@ -3,14 +3,17 @@
 //! computed from the parent) and the streams a kubelet serves (`pods/log`, `exec`, `attach`,
 //! `portforward`, `proxy`, `nodes/proxy`).
 //!
-//! The kubelet streams need a tunnel to the edge node, which this control plane does not have
-//! yet: they are answered as kube-apiserver answers when it cannot dial a kubelet, after the
-//! checks it makes first (the object exists, the pod has a node, the container is the pod's,
-//! the pod has not completed). kube-apiserver's dial failure is an error that is no `Status`,
-//! which it sends as a 500 with an empty reason (`StatusReasonUnknown`); kubectl shows it as
+//! The kubelet streams of a pod, after the checks kube-apiserver makes first (the object
+//! exists, the log options are valid, the pod has a node, the container is the pod's, the pod
+//! has not completed), are sent to the node's kubelet API over the router's
+//! [`crate::nodes::Dialer`] ([`streams`]). Without one (lwproxy), they are answered as
+//! kube-apiserver answers when it cannot dial a kubelet: an error that is no `Status`, which
+//! it sends as a 500 with an empty reason (`StatusReasonUnknown`); kubectl shows it as
 //! `Error from server: error dialing backend: ...`. The message names the node.
 
 use apimachinery::{ApiError, scale};
+use axum::body::Body;
+use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use objstore::ObjKey;
@@ -20,7 +23,9 @@ use super::Target;
 use super::error::from_store;
 use super::query::Params;
 use super::render::json_response;
+use super::streams;
 use crate::Api;
+use crate::nodes::Dialer;
 
 /// The verbs and response kind of a subresource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,75 +82,38 @@ pub(crate) async fn get_scale(api: &Api, target: &Target) -> Result<Response, Ap
     Ok(json_response(StatusCode::OK, &scale::of(&parent)))
 }
 
-/// A kubelet stream of a pod or node: the checks kube-apiserver makes before it dials the
-/// kubelet, then the error of a kubelet that cannot be reached.
+/// The RBAC verbs a kubelet stream needs: `get` for a log; `create` for exec, attach and
+/// port-forward, and `get` too when they come as a GET (a WebSocket upgrade), as
+/// kube-apiserver asks since 1.31 (`AuthorizePodWebsocketUpgradeCreatePermission`).
+pub(crate) fn stream_verbs(name: &str, method: &Method) -> &'static [&'static str] {
+    match (name, method) {
+        ("log", _) => &["get"],
+        (_, &Method::GET) => &["get", "create"],
+        _ => &["create"],
+    }
+}
+
+/// A kubelet stream of a pod: the checks kube-apiserver makes before it dials the kubelet,
+/// then the request sent to the node's kubelet API over the router's [`Dialer`], or without
+/// one, the error of a kubelet that cannot be reached.
 pub(crate) async fn tunnel(
     api: &Api,
     target: &Target,
     params: &Params,
+    parts: Parts,
+    body: Body,
 ) -> Result<Response, ApiError> {
     let obj = parent(api, target).await?;
     let name = target.name.as_deref().unwrap_or_default();
     let sub = target.subresource.as_deref().unwrap_or_default();
-    let node = if target.info.plural == "nodes" {
-        name.to_owned()
-    } else {
-        check_pod_stream(&obj, name, sub, params.get("container"))?;
-        obj.pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
+    let call = streams::pod_call(&obj, name, sub, params)?;
+    let Some(Dialer(dialer)) = parts.extensions.get::<Dialer>().cloned() else {
+        return Err(unreachable_kubelet(
+            &call.node,
+            &format!("{}/{sub}", target.info.plural),
+        ));
     };
-    Err(unreachable_kubelet(
-        &node,
-        &format!("{}/{sub}", target.info.plural),
-    ))
-}
-
-/// 400 when the pod has no node, has completed (exec, attach), or the container named is not
-/// the pod's (or none is named and it has several).
-fn check_pod_stream(
-    pod: &Value,
-    name: &str,
-    sub: &str,
-    container: Option<&str>,
-) -> Result<(), ApiError> {
-    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str);
-    if node.is_none_or(str::is_empty) {
-        return Err(ApiError::bad_request(format!(
-            "pod {name} does not have a host assigned"
-        )));
-    }
-    if !matches!(sub, "log" | "exec" | "attach") {
-        return Ok(());
-    }
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
-    if sub != "log" && matches!(phase, Some("Succeeded" | "Failed")) {
-        let phase = phase.unwrap_or_default();
-        return Err(ApiError::bad_request(format!(
-            "cannot {sub} into a container in a completed pod; current phase is {phase}"
-        )));
-    }
-    let names = |list: &str| -> Vec<&str> {
-        pod.pointer(&format!("/spec/{list}"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["name"].as_str())
-            .collect()
-    };
-    let containers = names("containers");
-    let others = [names("initContainers"), names("ephemeralContainers")].concat();
-    match container {
-        Some(c) if !containers.contains(&c) && !others.contains(&c) => Err(ApiError::bad_request(
-            format!("container {c} is not valid for pod {name}"),
-        )),
-        None if containers.len() > 1 => Err(ApiError::bad_request(format!(
-            "a container name must be specified for pod {name}, choose one of: [{}]",
-            containers.join(" ")
-        ))),
-        _ => Ok(()),
-    }
+    streams::forward(dialer.as_ref(), call, parts, body).await
 }
 
 /// What kube-apiserver answers when it cannot dial a node's kubelet: a 500 with no reason.
@@ -193,33 +161,6 @@ mod tests {
         assert!(!is_tunnel("log", &Method::PUT));
         assert!(is_tunnel("exec", &Method::POST));
         assert!(!is_tunnel("status", &Method::GET));
-    }
-
-    #[test]
-    fn pod_streams_check_the_node_and_container_first() {
-        let pod = serde_json::json!({
-            "spec": {"nodeName": "edge-1",
-                     "containers": [{"name": "a"}, {"name": "b"}],
-                     "initContainers": [{"name": "init"}]},
-            "status": {"phase": "Running"},
-        });
-        assert!(check_pod_stream(&pod, "web", "log", Some("a")).is_ok());
-        assert!(check_pod_stream(&pod, "web", "log", Some("init")).is_ok());
-        let e = check_pod_stream(&pod, "web", "log", Some("c")).unwrap_err();
-        assert_eq!(
-            (e.code, e.message.as_str()),
-            (400, "container c is not valid for pod web")
-        );
-        let e = check_pod_stream(&pod, "web", "exec", None).unwrap_err();
-        assert!(e.message.contains("choose one of: [a b]"), "{}", e.message);
-        let unscheduled = serde_json::json!({"spec": {"containers": [{"name": "a"}]}});
-        let e = check_pod_stream(&unscheduled, "web", "log", None).unwrap_err();
-        assert_eq!(e.message, "pod web does not have a host assigned");
-        let done = serde_json::json!({"spec": {"nodeName": "n", "containers": [{"name": "a"}]},
-                                      "status": {"phase": "Succeeded"}});
-        assert!(check_pod_stream(&done, "web", "log", None).is_ok());
-        let e = check_pod_stream(&done, "web", "exec", None).unwrap_err();
-        assert!(e.message.contains("completed pod"), "{}", e.message);
     }
 
     #[test]
