@@ -57,7 +57,9 @@ pub async fn start_with(
             let (module, handle) = ApiServer::bind(config.modules.api_server.clone())
                 .await
                 .context("starting modules.apiServer (the embedded control plane)")?;
-            runtime.register(module);
+            // The kubelet streams (logs, exec, port-forward, nodes/proxy) go through cloudhub,
+            // bound below.
+            runtime.register(module.with_node_dialer(dialer.clone()));
             let path = handle.kubeconfig().to_path_buf();
             api = Some(handle);
             Some(path)
