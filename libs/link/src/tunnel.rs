@@ -298,6 +298,26 @@ impl TunnelAcceptor {
     }
 }
 
+impl Drop for TunnelAcceptor {
+    /// Streams nobody will accept are refused: yamux resets them itself once their channel is
+    /// gone; QUIC's are taken and dropped by a task until the connection ends (quinn would leave
+    /// them waiting, and their opener with them).
+    fn drop(&mut self) {
+        let AcceptorInner::Quic(conn) = &self.inner else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let conn = conn.clone();
+        runtime.spawn(async move {
+            while let Ok(refused) = conn.accept_bi().await {
+                drop(refused);
+            }
+        });
+    }
+}
+
 impl fmt::Debug for TunnelAcceptor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TunnelAcceptor").finish_non_exhaustive()
