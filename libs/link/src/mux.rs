@@ -31,6 +31,7 @@ use crate::wsbytes::{Failure, WsBytes};
 /// the tunnels, and streams already closed at one end and not yet at the other. A peer that opens
 /// more ends the connection, so it is well above what either end opens.
 const MAX_STREAMS: usize = 2 * MAX_TUNNEL_STREAMS;
+const _: () = assert!(MAX_STREAMS > MAX_TUNNEL_STREAMS + 1);
 
 /// A handle on the multiplexer: opens streams, closes the connection. Clonable.
 #[derive(Clone)]
@@ -281,5 +282,16 @@ fn poll_active(
             Poll::Ready(None) => return Poll::Ready(Stop::Lost(None)),
             Poll::Pending => return Poll::Pending,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yamux_accepts_the_stream_and_window_limits() {
+        // yamux asserts that the connection window leaves every stream its 256 KiB.
+        let _ = config();
     }
 }

@@ -343,3 +343,24 @@ impl Drop for TunnelPermit {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_count_refuses_past_its_limit_and_takes_a_stream_back_on_drop() {
+        let count = TunnelCount {
+            open: Arc::default(),
+            max: 2,
+        };
+        let first = count.acquire().unwrap();
+        let _second = count.acquire().unwrap();
+        assert!(matches!(
+            count.acquire().err(),
+            Some(LinkError::TunnelLimit { max: 2 })
+        ));
+        drop(first);
+        assert!(count.acquire().is_ok());
+    }
+}
