@@ -103,7 +103,9 @@ pub(crate) fn spawn(
         }),
         failure,
     });
-    let conn = yamux::Connection::new(bytes, config(), mode);
+    // Boxed: an async fn's argument is kept beside the local it is moved into, and the
+    // connection (the WebSocket and its TLS state) is big; one idle session paid for it twice.
+    let conn = Box::new(yamux::Connection::new(bytes, config(), mode));
     tokio::spawn(drive(conn, shared.clone(), inbound, close_within));
     let session = SessionHandle {
         shared: shared.clone(),
@@ -222,7 +224,7 @@ impl State {
 }
 
 async fn drive(
-    mut conn: yamux::Connection<WsBytes>,
+    mut conn: Box<yamux::Connection<WsBytes>>,
     shared: Arc<Shared>,
     mut inbound: Inbound,
     close_within: Duration,
