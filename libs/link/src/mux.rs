@@ -31,6 +31,7 @@ use crate::wsbytes::{Failure, WsBytes};
 /// the tunnels, and streams already closed at one end and not yet at the other. A peer that opens
 /// more ends the connection, so it is well above what either end opens.
 const MAX_STREAMS: usize = 2 * MAX_TUNNEL_STREAMS;
+const _: () = assert!(MAX_STREAMS > MAX_TUNNEL_STREAMS + 1);
 
 /// A handle on the multiplexer: opens streams, closes the connection. Clonable.
 #[derive(Clone)]
@@ -102,7 +103,9 @@ pub(crate) fn spawn(
         }),
         failure,
     });
-    let conn = yamux::Connection::new(bytes, config(), mode);
+    // Boxed: an async fn's argument is kept beside the local it is moved into, and the
+    // connection (the WebSocket and its TLS state) is big; one idle session paid for it twice.
+    let conn = Box::new(yamux::Connection::new(bytes, config(), mode));
     tokio::spawn(drive(conn, shared.clone(), inbound, close_within));
     let session = SessionHandle {
         shared: shared.clone(),
@@ -221,7 +224,7 @@ impl State {
 }
 
 async fn drive(
-    mut conn: yamux::Connection<WsBytes>,
+    mut conn: Box<yamux::Connection<WsBytes>>,
     shared: Arc<Shared>,
     mut inbound: Inbound,
     close_within: Duration,
@@ -281,5 +284,16 @@ fn poll_active(
             Poll::Ready(None) => return Poll::Ready(Stop::Lost(None)),
             Poll::Pending => return Poll::Pending,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yamux_accepts_the_stream_and_window_limits() {
+        // yamux asserts that the connection window leaves every stream its 256 KiB.
+        let _ = config();
     }
 }

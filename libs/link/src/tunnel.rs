@@ -298,6 +298,26 @@ impl TunnelAcceptor {
     }
 }
 
+impl Drop for TunnelAcceptor {
+    /// Streams nobody will accept are refused: yamux resets them itself once their channel is
+    /// gone; QUIC's are taken and dropped by a task until the connection ends (quinn would leave
+    /// them waiting, and their opener with them).
+    fn drop(&mut self) {
+        let AcceptorInner::Quic(conn) = &self.inner else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let conn = conn.clone();
+        runtime.spawn(async move {
+            while let Ok(refused) = conn.accept_bi().await {
+                drop(refused);
+            }
+        });
+    }
+}
+
 impl fmt::Debug for TunnelAcceptor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TunnelAcceptor").finish_non_exhaustive()
@@ -321,5 +341,26 @@ impl TunnelCount {
 impl Drop for TunnelPermit {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_count_refuses_past_its_limit_and_takes_a_stream_back_on_drop() {
+        let count = TunnelCount {
+            open: Arc::default(),
+            max: 2,
+        };
+        let first = count.acquire().unwrap();
+        let _second = count.acquire().unwrap();
+        assert!(matches!(
+            count.acquire().err(),
+            Some(LinkError::TunnelLimit { max: 2 })
+        ));
+        drop(first);
+        assert!(count.acquire().is_ok());
     }
 }

@@ -1,5 +1,6 @@
-//! The binary messages of a WebSocket seen as one byte stream, for the stream multiplexer: each
-//! write becomes a binary message, reads run through the messages' payloads in order.
+//! The binary messages of a WebSocket seen as one byte stream, for the stream multiplexer: what
+//! is written between two flushes becomes one binary message (yamux writes a frame's header and
+//! body apart and flushes after each frame), reads run through the messages' payloads in order.
 //!
 //! Text messages end the byte stream with an error (the link never sends text); pings are
 //! answered by tungstenite itself; a close message or the end of the connection is the end of
@@ -17,8 +18,8 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use crate::LinkError;
 use crate::ws::{WsStream, connection_error};
 
-/// Largest payload written as one message. The multiplexer writes a 12-byte header and then at
-/// most its split size (16 KiB) at a time, so this is never reached in practice.
+/// Largest payload sent as one message. The multiplexer flushes after each frame, a 12-byte
+/// header and at most its split size (16 KiB), so this is rarely reached.
 pub(crate) const MAX_WRITE: usize = 64 * 1024;
 
 /// Where the first error of a connection is kept, shared by the byte stream, the multiplexer
@@ -31,6 +32,8 @@ pub(crate) struct WsBytes {
     ws: WsStream,
     /// The part of the last binary message not read yet.
     unread: Bytes,
+    /// Bytes written since the last message was sent (no allocation while idle).
+    unsent: Vec<u8>,
     failure: Failure,
 }
 
@@ -65,8 +68,24 @@ impl WsBytes {
         WsBytes {
             ws,
             unread: Bytes::new(),
+            unsent: Vec::new(),
             failure,
         }
+    }
+
+    /// Hands the unsent bytes to the WebSocket as one binary message.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.unsent.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        if let Err(e) = ready!(Pin::new(&mut self.ws).poll_ready(cx)) {
+            return Poll::Ready(Err(self.failure.fail(connection_error(e))));
+        }
+        let message = Message::Binary(Bytes::from(std::mem::take(&mut self.unsent)));
+        if let Err(e) = Pin::new(&mut self.ws).start_send(message) {
+            return Poll::Ready(Err(self.failure.fail(connection_error(e))));
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -94,7 +113,14 @@ impl AsyncRead for WsBytes {
             }
         }
         let n = buf.len().min(this.unread.len());
-        buf[..n].copy_from_slice(&this.unread.split_to(n));
+        buf[..n].copy_from_slice(&this.unread[..n]);
+        if n == this.unread.len() {
+            // Even empty, the message's bytes keep the WebSocket's read buffer they were cut
+            // from, and an idle connection would hold a second one.
+            this.unread = Bytes::new();
+        } else {
+            this.unread = this.unread.slice(n..);
+        }
         Poll::Ready(Ok(n))
     }
 }
@@ -106,19 +132,17 @@ impl AsyncWrite for WsBytes {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        if let Err(e) = ready!(Pin::new(&mut this.ws).poll_ready(cx)) {
-            return Poll::Ready(Err(this.failure.fail(connection_error(e))));
+        if this.unsent.len() >= MAX_WRITE {
+            ready!(this.poll_send(cx))?;
         }
-        let n = buf.len().min(MAX_WRITE);
-        let message = Message::Binary(Bytes::copy_from_slice(&buf[..n]));
-        if let Err(e) = Pin::new(&mut this.ws).start_send(message) {
-            return Poll::Ready(Err(this.failure.fail(connection_error(e))));
-        }
+        let n = buf.len().min(MAX_WRITE - this.unsent.len());
+        this.unsent.extend_from_slice(&buf[..n]);
         Poll::Ready(Ok(n))
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        ready!(this.poll_send(cx))?;
         let result = ready!(Pin::new(&mut this.ws).poll_flush(cx));
         Poll::Ready(result.map_err(|e| this.failure.fail(connection_error(e))))
     }
@@ -126,6 +150,7 @@ impl AsyncWrite for WsBytes {
     /// The WebSocket close handshake's first half: our close message, flushed.
     fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        ready!(this.poll_send(cx))?;
         match ready!(Pin::new(&mut this.ws).poll_close(cx)) {
             Ok(()) => Poll::Ready(Ok(())),
             // Closing twice, or after the peer closed: nothing left to do.

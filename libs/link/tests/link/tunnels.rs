@@ -33,6 +33,7 @@ both_transports!(
     open_after_the_connection_ended_fails_at_once,
     the_acceptor_ends_with_the_connection,
     dropping_a_tunnel_stream_resets_it,
+    a_client_without_an_acceptor_refuses_tunnel_streams,
 );
 
 /// The frame halves of both ends, kept so the connection stays up.
@@ -180,10 +181,11 @@ async fn frames_keep_flowing_while_a_tunnel_stream_is_stalled(transport: Transpo
         expect_frames(server_rx, FRAMES)
     );
     let _keep = (down.await.unwrap(), up.await.unwrap(), client_rx, server_rx);
-    let pending = STALLED - written.load(Ordering::Relaxed);
+    // What the writer got out is bounded by the stream's window (256 KiB); the rest waits.
+    let out = written.load(Ordering::Relaxed);
     assert!(
-        pending >= 6 * MIB && !writer.is_finished(),
-        "the tunnel is really stalled ({pending} bytes pending)"
+        out <= 512 * 1024 && !writer.is_finished(),
+        "the stalled tunnel took {out} bytes"
     );
     // Once read, the stalled stream delivers everything.
     let mut got = Vec::new();
@@ -287,6 +289,24 @@ async fn dropping_a_tunnel_stream_resets_it(transport: Transport) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     eventually("the dropped stream is counted out", || {
+        opener.open_streams() == 0
+    })
+    .await;
+}
+
+async fn a_client_without_an_acceptor_refuses_tunnel_streams(transport: Transport) {
+    let Pair { server, client, .. } = Pair::new(transport).await;
+    let opener = server.opener().unwrap();
+    // The client splits its connection without taking the acceptor.
+    let _client = client.split();
+    let _server = server.split();
+    let mut stream = opener.open().await.unwrap();
+    stream.write_all(b"GET /healthz").await.unwrap();
+    let mut answer = Vec::new();
+    let read = stream.read_to_end(&mut answer).await;
+    assert!(answer.is_empty(), "{answer:?}");
+    drop((read, stream));
+    eventually("the refused stream is counted out", || {
         opener.open_streams() == 0
     })
     .await;
