@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) type KubeletApi = Arc<OnceLock<axum::Router>>;
 
 /// What edgehub hands each stream to: served with the kubelet API, or, with no edged on this
-/// node, answered 503.
+/// node, answered 501 (not retried: it lasts until edged is enabled).
 pub(crate) fn server(api: KubeletApi, shutdown: CancellationToken) -> edgehub::TunnelServer {
     Arc::new(move |stream: link::TunnelStream| {
         let router = api.get().cloned().unwrap_or_else(no_kubelet);
@@ -46,7 +46,7 @@ async fn serve(stream: link::TunnelStream, router: axum::Router, shutdown: Cance
 fn no_kubelet() -> axum::Router {
     axum::Router::new().fallback(|| async {
         (
-            StatusCode::SERVICE_UNAVAILABLE,
+            StatusCode::NOT_IMPLEMENTED,
             "this node serves no kubelet API: modules.edged is disabled in its edgecore.yaml\n",
         )
             .into_response()

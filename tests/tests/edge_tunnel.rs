@@ -51,13 +51,13 @@ async fn the_kubelet_api_of_an_edge_is_reached_over_its_session(transport: Trans
     // edged is off on this node: its kubelet API answers that it is not served, over the link.
     for _ in 0..3 {
         let (status, body) = get_over_tunnel(&cloud, "edge-1", "/healthz").await;
-        assert_eq!(status, 503, "{body}");
+        assert_eq!(status, 501, "{body}");
         assert!(body.contains("modules.edged is disabled"), "{body}");
     }
     // Several at once, each its own stream.
     let answers =
         futures::future::join_all((0..8).map(|_| get_over_tunnel(&cloud, "edge-1", "/pods"))).await;
-    assert!(answers.iter().all(|(s, _)| *s == 503), "{answers:?}");
+    assert!(answers.iter().all(|(s, _)| *s == 501), "{answers:?}");
 
     // A node with no session is refused at once, by name.
     let started = Instant::now();
