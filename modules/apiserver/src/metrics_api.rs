@@ -93,3 +93,6 @@ pub(crate) fn resources() -> Vec<ResourceInfo> {
         )),
     ]
 }
+
+#[cfg(test)]
+mod tests;
