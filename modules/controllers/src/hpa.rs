@@ -406,20 +406,19 @@ impl Context {
         outcome: Outcome,
     ) -> Result<(), kube::Error> {
         let now = apimachinery::time::now_rfc3339();
-        let before = hpa
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default();
+        let old = serde_json::to_value(&hpa.status).unwrap_or_default();
+        let before = old["conditions"].as_array().cloned().unwrap_or_default();
         let conditions: Vec<Value> = outcome
             .conditions
             .iter()
             .map(|(kind, ok, reason, message)| {
                 let status = if *ok { "True" } else { "False" };
+                // A condition keeps its transition time while its status stays.
                 let since = before
                     .iter()
-                    .find(|c| c.type_ == *kind && c.status == status)
-                    .map_or(now.clone(), |c| c.last_transition_time.as_ref().map_or(now.clone(), |t| t.0.to_string()));
+                    .find(|c| c["type"] == *kind && c["status"] == status)
+                    .and_then(|c| c.get("lastTransitionTime").cloned())
+                    .unwrap_or_else(|| json!(now));
                 json!({"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": since})
             })
             .collect();
@@ -433,11 +432,25 @@ impl Context {
         if outcome.scaled {
             status["lastScaleTime"] = json!(now);
         }
+        if unchanged(hpa, &status) {
+            return Ok(());
+        }
         let ns = hpa.metadata.namespace.as_deref().unwrap_or_default();
         let api = Api::<HorizontalPodAutoscaler>::namespaced(self.client.clone(), ns);
         let name = hpa.metadata.name.as_deref().unwrap_or_default();
         informer::write_status(&api, name, status).await
     }
+}
+
+/// Whether the autoscaler's status already says everything in `status` (then nothing is
+/// written: an evaluation that changed nothing is not an update, as in kube).
+fn unchanged(hpa: &HorizontalPodAutoscaler, status: &Value) -> bool {
+    let old = serde_json::to_value(&hpa.status).unwrap_or_default();
+    status
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| old.get(k).unwrap_or(&Value::Null) == v)
 }
 
 /// The resource whose `scale` a target reference names.
@@ -596,6 +609,25 @@ mod tests {
         let mut pending = pod.clone();
         pending.status.as_mut().unwrap().phase = Some("Pending".into());
         assert!(pod_state(&pending, "cpu").unready);
+    }
+
+    #[test]
+    fn a_status_that_says_nothing_new_is_not_written() {
+        let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 3},
+            "status": {"currentReplicas": 2, "desiredReplicas": 2, "conditions": [
+                {"type": "AbleToScale", "status": "True", "reason": "ReadyForNewScale",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        }))
+        .unwrap();
+        let same = json!({"currentReplicas": 2, "desiredReplicas": 2, "observedGeneration": null,
+            "conditions": [{"type": "AbleToScale", "status": "True", "reason": "ReadyForNewScale",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+        assert!(unchanged(&hpa, &same));
+        let mut moved = same.clone();
+        moved["desiredReplicas"] = json!(3);
+        assert!(!unchanged(&hpa, &moved));
     }
 
     #[test]
