@@ -3,12 +3,13 @@
 //! `scrapeTimeout`; each answer goes into the [`Storage`](super::storage::Storage), and nodes
 //! not scraped for three resolutions are forgotten. A node that cannot be reached, answers
 //! an error or sends text that does not parse ends its own scrape with a logged warning
-//! naming it; the others are not affected.
+//! naming it (a node with no link to this cloudcore only at debug level: routine at the
+//! edge); the others are not affected.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kapi::nodes::{FetchError, NodeDialer};
+use kapi::nodes::{DialError, FetchError, NodeDialer};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -90,6 +91,10 @@ impl Scraper {
             let Ok((node, result)) = done else { continue };
             match result {
                 Ok(scrape) => self.storage.write().store(&node, scrape, now_ms()),
+                // An edge node without a link is routine: not worth a warning each round.
+                Err(ScrapeError::Fetch(FetchError::Dial(e @ DialError::NotConnected { .. }))) => {
+                    tracing::debug!(node_id = %node, error = %e, "metrics: node not scraped")
+                }
                 Err(e) => tracing::warn!(node_id = %node, error = %e, "metrics: scrape failed"),
             }
         }
