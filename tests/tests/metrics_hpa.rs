@@ -455,6 +455,7 @@ async fn an_hpa_scales_a_deployment_up_on_high_cpu_and_down_after_its_stabilizat
     // Each pod uses 500m of its 100m request: 500% against 50%.
     let load = Arc::new(Mutex::new(0.5));
     let stop = CancellationToken::new();
+    let started = std::time::Instant::now();
     tokio::spawn(kubelet(
         client.clone(),
         stub.clone(),
@@ -471,6 +472,7 @@ async fn an_hpa_scales_a_deployment_up_on_high_cpu_and_down_after_its_stabilizat
         || async { replicas().await == 3 },
     )
     .await;
+    eprintln!("scaled up to 3 in {:?}", started.elapsed());
     let status = |hpa: &HorizontalPodAutoscaler| serde_json::to_value(hpa.status.clone()).unwrap();
     eventually(
         "the HPA reports 3 replicas, its metric and that it is limited",
@@ -505,6 +507,7 @@ async fn an_hpa_scales_a_deployment_up_on_high_cpu_and_down_after_its_stabilizat
 
     // 10m of 100m: 10% against 50%. The scale-down waits out the 3 s window, saying so.
     *load.lock().unwrap() = 0.01;
+    let lowered = std::time::Instant::now();
     let stabilized = AtomicBool::new(false);
     eventually(
         "the HPA scales web down to 1 after the window",
@@ -521,6 +524,7 @@ async fn an_hpa_scales_a_deployment_up_on_high_cpu_and_down_after_its_stabilizat
         },
     )
     .await;
+    eprintln!("scaled down to 1 in {:?} (3 s window)", lowered.elapsed());
     assert!(
         stabilized.load(Ordering::Relaxed),
         "the HPA held the scale-down within its stabilization window"
