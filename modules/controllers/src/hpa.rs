@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::Recorder;
 use crate::informer::{self, Cache};
-use normalize::{Recommendation, Rules};
+use normalize::{History, Policies, Policy, Rules, ScaleEvent};
 use replicas::{PodState, Proposal, Target};
 
 /// Controller name.
@@ -120,7 +120,7 @@ struct Context {
     events: Recorder,
     config: HpaConfig,
     /// Each autoscaler's recent recommendations, by key.
-    history: Mutex<HashMap<String, Vec<Recommendation>>>,
+    history: Mutex<HashMap<String, History>>,
 }
 
 /// What one evaluation found, for the status.
@@ -144,7 +144,7 @@ impl Context {
         self.write_status(&hpa, outcome).await
     }
 
-    fn history(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Recommendation>>> {
+    fn history(&self) -> std::sync::MutexGuard<'_, HashMap<String, History>> {
         self.history.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -246,6 +246,15 @@ impl Context {
                 .await
             {
                 Ok(_) => {
+                    let event = ScaleEvent {
+                        change: decision.replicas - spec_replicas,
+                        at: tokio::time::Instant::now(),
+                    };
+                    self.history()
+                        .entry(key.to_owned())
+                        .or_default()
+                        .events
+                        .push(event);
                     outcome.scaled = true;
                     able_reason = "SucceededRescale";
                     able_why = format!(
@@ -390,6 +399,9 @@ impl Context {
             behavior.and_then(|b| b.scale_up.as_ref()),
             behavior.and_then(|b| b.scale_down.as_ref()),
         );
+        // kube's defaults: up by 4 pods or 100% per 15 s, whichever is more; down by 100%.
+        let default_up = [(false, 4), (true, 100)];
+        let rates = behavior.map(|_| (policies(up, &default_up), policies(down, &[(true, 100)])));
         Rules {
             min,
             max: spec.max_replicas,
@@ -397,6 +409,7 @@ impl Context {
             scale_down_window: window(down, self.config.downscale_stabilization),
             scale_up_disabled: disabled(up),
             scale_down_disabled: disabled(down),
+            rates,
         }
     }
 
@@ -451,6 +464,39 @@ fn unchanged(hpa: &HorizontalPodAutoscaler, status: &Value) -> bool {
         .into_iter()
         .flatten()
         .all(|(k, v)| old.get(k).unwrap_or(&Value::Null) == v)
+}
+
+/// A direction's policies, or `defaults` (kind percent?, value; per 15 s) when it names none.
+fn policies(
+    rules: Option<&k8s_openapi::api::autoscaling::v2::HPAScalingRules>,
+    defaults: &[(bool, i32)],
+) -> Policies {
+    let named: Vec<Policy> = rules
+        .and_then(|r| r.policies.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|p| Policy {
+            percent: p.type_ == "Percent",
+            value: p.value,
+            period: Duration::from_secs(p.period_seconds.max(1) as u64),
+        })
+        .collect();
+    let policies = if named.is_empty() {
+        defaults
+            .iter()
+            .map(|&(percent, value)| Policy {
+                percent,
+                value,
+                period: Duration::from_secs(15),
+            })
+            .collect()
+    } else {
+        named
+    };
+    Policies {
+        select_min: rules.and_then(|r| r.select_policy.as_deref()) == Some("Min"),
+        policies,
+    }
 }
 
 /// The resource whose `scale` a target reference names.
