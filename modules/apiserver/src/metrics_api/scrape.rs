@@ -153,6 +153,69 @@ pub(crate) fn now_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kapi::nodes::NodeStream;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// `good` answers metrics, `bad` answers text that does not parse, `slow` never answers,
+    /// anything else is not connected.
+    struct Nodes;
+
+    #[async_trait::async_trait]
+    impl NodeDialer for Nodes {
+        async fn dial(&self, node: &str) -> Result<Box<dyn NodeStream>, DialError> {
+            let body = match node {
+                "good" => {
+                    "node_cpu_usage_seconds_total 1 1000\nnode_memory_working_set_bytes 2048 1000\n"
+                }
+                "bad" => "node_cpu_usage_seconds_total{ oops\n",
+                "slow" => std::future::pending().await,
+                _ => return Err(DialError::NotConnected { node: node.into() }),
+            };
+            let (client, mut server) = tokio::io::duplex(4096);
+            tokio::spawn(async move {
+                let mut head = [0u8; 1024];
+                let _ = server.read(&mut head).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = server.write_all(answer.as_bytes()).await;
+            });
+            Ok(Box::new(client))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_round_stores_the_nodes_that_answer_and_outlasts_bad_slow_and_absent_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = objstore::Writer::open(dir.path().join("s.db"), Default::default()).unwrap();
+        let ready =
+            serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        for node in ["good", "bad", "slow", "gone"] {
+            let value = serde_json::to_vec(&ready).unwrap();
+            let key = objstore::ObjKey::new("nodes", "", node);
+            writer
+                .put(key, objstore::NewObject::from_value(value))
+                .await
+                .unwrap();
+        }
+        let scraper = Scraper {
+            store: writer.reader(),
+            dialer: Arc::new(Nodes),
+            storage: Shared::default(),
+            config: MetricsConfig {
+                metric_resolution: Duration::from_secs(60),
+                scrape_timeout: Duration::from_millis(200),
+                scrape_concurrency: 2,
+            },
+        };
+        let round = tokio::time::timeout(Duration::from_secs(5), scraper.scrape_all());
+        round
+            .await
+            .expect("a slow node costs one timeout, not the round");
+        let storage = scraper.storage.read();
+        assert_eq!(storage.nodes(), vec!["good".to_string()]);
+    }
 
     #[test]
     fn only_nodes_with_ready_true_are_scraped() {

@@ -123,6 +123,14 @@ impl Storage {
     }
 }
 
+#[cfg(test)]
+impl Storage {
+    /// The nodes held.
+    pub(crate) fn nodes(&self) -> Vec<String> {
+        self.nodes.keys().cloned().collect()
+    }
+}
+
 // === impl Pair ===
 
 impl Pair {
