@@ -306,6 +306,28 @@ async fn kubectl_top_shows_node_and_pod_usage_scraped_through_the_dialer() {
     })
     .await;
 
+    // Discovery shows the group as metrics-server registers it.
+    let resources = kubectl_ok(
+        &kc,
+        &[
+            "api-resources",
+            "--api-group=metrics.k8s.io",
+            "--no-headers",
+        ],
+    );
+    let rows: Vec<Vec<&str>> = resources
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            vec!["nodes", "metrics.k8s.io/v1beta1", "false", "NodeMetrics"],
+            vec!["pods", "metrics.k8s.io/v1beta1", "true", "PodMetrics"],
+        ],
+        "{resources}"
+    );
+
     // Unknown objects are 404 Status answers.
     let missing = kubectl(
         &kc,
