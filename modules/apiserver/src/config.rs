@@ -102,6 +102,9 @@ pub struct Config {
     /// Proxy requests to loopback addresses. kube-apiserver refuses them, as they reach the API
     /// server's own host; a single-host setup (or a test) may turn this on. Default false.
     pub proxy_to_loopback: bool,
+    /// The built-in resource metrics pipeline (`metrics.k8s.io`, as metrics-server serves it).
+    /// It scrapes only when cloudcore gives the control plane a way to reach nodes.
+    pub metrics_server: crate::metrics_api::MetricsConfig,
 }
 
 impl Default for Config {
@@ -137,6 +140,7 @@ impl Default for Config {
             service_node_port_range: ServiceRanges::default().node_ports,
             proxy_dial_timeout: Duration::from_secs(1),
             proxy_to_loopback: false,
+            metrics_server: crate::metrics_api::MetricsConfig::default(),
         }
     }
 }

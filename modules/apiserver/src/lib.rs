@@ -15,6 +15,7 @@ mod config;
 mod error;
 mod kept;
 pub mod kubeconfig;
+mod metrics_api;
 mod rbac;
 mod rootca;
 mod serve;
@@ -36,6 +37,7 @@ pub use auth::{MASTERS, NODES};
 pub use componentstatus::{CONTROLLER_MANAGER, Components, Probe, SCHEDULER};
 pub use config::Config;
 pub use error::{ApiServerError, TokenError};
+pub use metrics_api::MetricsConfig;
 
 /// Module name.
 pub const NAME: &str = "apiserver";
@@ -57,6 +59,8 @@ pub const KUBERNETES_SERVICE_IP: &str = "10.96.0.1";
 pub struct ApiServer {
     config: Config,
     serving: Mutex<Option<Serving>>,
+    /// How nodes' kubelet APIs are reached (the metrics pipeline scrapes only with one).
+    dialer: Option<Arc<dyn kapi::nodes::NodeDialer>>,
 }
 
 struct Serving {
@@ -67,6 +71,8 @@ struct Serving {
     api: Api,
     address: kept::ApiAddress,
     connections: kapi::ServeStats,
+    /// The resource metrics the scrape loop writes and `metrics.k8s.io` reads.
+    metrics: metrics_api::Shared,
 }
 
 /// What the daemon and tests need to reach the control plane.
@@ -156,6 +162,11 @@ impl ApiServer {
             api: api.clone(),
             components: components.clone(),
         };
+        let metrics = metrics_api::Shared::default();
+        let metrics_service = metrics_api::Service {
+            api: api.clone(),
+            storage: metrics.clone(),
+        };
         let serving = Serving {
             connections: connections.clone(),
             listener,
@@ -163,11 +174,18 @@ impl ApiServer {
             api: api.clone(),
             address,
             app: serve::authenticated(
-                kapi::with_proxy(kapi::metered_router(api), config.proxy_config()).layer(
-                    axum::middleware::from_fn_with_state(component_service, componentstatus::serve),
-                ),
+                kapi::with_proxy(kapi::metered_router(api), config.proxy_config())
+                    .layer(axum::middleware::from_fn_with_state(
+                        component_service,
+                        componentstatus::serve,
+                    ))
+                    .layer(axum::middleware::from_fn_with_state(
+                        metrics_service,
+                        metrics_api::serve,
+                    )),
                 authenticator,
             ),
+            metrics,
         };
         let handle = Handle {
             addr,
@@ -183,23 +201,24 @@ impl ApiServer {
             ApiServer {
                 config,
                 serving: Mutex::new(Some(serving)),
+                dialer: None,
             },
             handle,
         ))
     }
-}
 
-impl ApiServer {
     /// The control plane reaching nodes' kubelet APIs through `dialer` (cloudhub's tunnel):
-    /// `pods/log`, `exec`, `attach`, `portforward` and `nodes/proxy` are served over it.
-    /// Without one, they answer as a kubelet that cannot be reached. Call before the module
-    /// runs.
+    /// `pods/log`, `exec`, `attach`, `portforward` and `nodes/proxy` are served over it, and
+    /// the resource metrics pipeline (`metrics.k8s.io`) scrapes each Ready node's
+    /// `/metrics/resource` through it. Without one, the streams answer as a kubelet that cannot
+    /// be reached and no metrics are scraped. Call before the module runs.
     pub fn with_node_dialer(mut self, dialer: Arc<dyn kapi::nodes::NodeDialer>) -> ApiServer {
         let serving = self.serving.get_mut().expect("serving lock poisoned");
         if let Some(s) = serving.as_mut() {
             let app = std::mem::take(&mut s.app);
-            s.app = kapi::nodes::with_node_dialer(app, dialer);
+            s.app = kapi::nodes::with_node_dialer(app, dialer.clone());
         }
+        self.dialer = Some(dialer);
         self
     }
 }
@@ -229,6 +248,15 @@ impl Module for ApiServer {
         };
         let tasks = TaskTracker::new();
         tasks.spawn(rbac::aggregation::run(s.api.clone(), shutdown.clone()));
+        if let Some(dialer) = &self.dialer {
+            let scraper = metrics_api::Scraper {
+                store: s.api.store.clone(),
+                dialer: dialer.clone(),
+                storage: s.metrics.clone(),
+                config: self.config.metrics_server.clone(),
+            };
+            tasks.spawn(scraper.run(shutdown.clone()));
+        }
         tasks.spawn(kept::keep(s.api, s.address, shutdown.clone()));
         let config = self.config.serve_config();
         let (tls, stats) = (Some(s.tls), s.connections);
@@ -316,6 +344,7 @@ async fn build_api(
     ranges: apimachinery::alloc::ServiceRanges,
 ) -> Result<Api, ApiServerError> {
     let registry = Registry::new(apimachinery::catalog::builtins());
+    registry.upsert(metrics_api::resources());
     let store = writer.reader();
     let local = LocalBackend::new(writer, registry.clone(), ranges);
     kapi::local::register_existing_crds(&store, &registry)

@@ -21,6 +21,8 @@ pub struct Config {
     /// Default `8760h`.
     #[serde(with = "daemon::duration")]
     pub cluster_signing_duration: std::time::Duration,
+    /// The HorizontalPodAutoscaler controller.
+    pub horizontal_pod_autoscaler: crate::hpa::HpaConfig,
 }
 
 /// `modules.controllers.scheduler`.
@@ -40,6 +42,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             node_monitor_grace_period: std::time::Duration::from_secs(40),
             cluster_signing_duration: std::time::Duration::from_secs(365 * 86400),
+            horizontal_pod_autoscaler: crate::hpa::HpaConfig::default(),
         }
     }
 }

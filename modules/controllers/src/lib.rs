@@ -6,8 +6,8 @@
 //! ControllerRevisions: [`history`]), Job ([`job`]), CronJob ([`cronjob`]) and ReplicaSet
 //! ([`replicaset`]) controllers, the EndpointSlice/Endpoints
 //! controller ([`endpoints`]) the garbage collector ([`gc`]), node lifecycle
-//! without eviction ([`nodelifecycle`]) and the CertificateSigningRequest signer
-//! ([`csrsigning`]).
+//! without eviction ([`nodelifecycle`]), the CertificateSigningRequest signer
+//! ([`csrsigning`]) and the HorizontalPodAutoscaler controller ([`hpa`]).
 #![forbid(unsafe_code)]
 
 mod config;
@@ -19,6 +19,7 @@ pub mod endpoints;
 pub mod events;
 pub mod gc;
 pub mod history;
+pub mod hpa;
 pub mod informer;
 pub mod job;
 pub mod nodelifecycle;
@@ -186,6 +187,15 @@ impl Module for Controllers {
             deployment::run(
                 self.client.clone(),
                 recorder(deployment::NAME),
+                stop.clone(),
+            ),
+        );
+        self.spawn_controller(
+            &tasks,
+            hpa::run(
+                self.client.clone(),
+                self.config.horizontal_pod_autoscaler.clone(),
+                recorder(hpa::NAME),
                 stop.clone(),
             ),
         );
