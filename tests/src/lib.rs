@@ -435,7 +435,7 @@ pub mod edged_site {
     use serde_json::{Value, json};
     use testkit::containerd::{BUSYBOX_IMAGE, Containerd};
 
-    use crate::{Cloud, Edge, Pki, Ports, edge, edge_config, k8s_cloud};
+    use crate::{Cloud, Edge, Pki, Ports, edge, edge_config, k8s_cloud_with};
 
     /// The daemons of one site and the edge's directory (its store, volumes and pod logs).
     pub struct Site {
@@ -481,7 +481,11 @@ pub mod edged_site {
         let containerd = Containerd::start().await.expect("containerd starts");
         let pki = Pki::new();
         let dir = tempfile::tempdir().unwrap();
-        let cloud = k8s_cloud(&pki, Ports::default()).await;
+        // Resource metrics scraped every second, so `kubectl top` has a rate soon.
+        let cloud = k8s_cloud_with(&pki, Ports::default(), |c| {
+            c.modules.api_server.metrics_server.metric_resolution = Duration::from_secs(1);
+        })
+        .await;
         let edge = edge(edged_config(&pki, &cloud, node, dir.path(), &containerd)).await;
         (
             pki,

@@ -250,6 +250,46 @@ async fn kubectl_logs_exec_port_forward_and_cp_reach_an_edge_pod_through_its_lin
     );
     assert_eq!(sha256(&std::fs::read(&back).unwrap()), sha256(&big));
 
+    // top: the node's and the pod's usage, scraped from the node's resource metrics.
+    eventually("kubectl top node shows the node", WAIT, || async {
+        let out = kubectl(&kc, &["top", "node", "edge-streams", "--no-headers"]).await;
+        let line = text(&out.stdout);
+        out.status.success() && line.starts_with("edge-streams") && line.contains('%')
+    })
+    .await;
+    eventually("kubectl top pod shows the pod", WAIT, || async {
+        let out = kubectl(&kc, &["top", "pod", "web", "--no-headers"]).await;
+        let line = text(&out.stdout);
+        out.status.success() && line.starts_with("web") && line.contains("Mi")
+    })
+    .await;
+
+    // debug: an ephemeral container in the pod, attached to, its output read back.
+    let debug = kubectl(
+        &kc,
+        &[
+            "debug",
+            "web",
+            "--image",
+            testkit::containerd::BUSYBOX_IMAGE,
+            "--container",
+            "dbg",
+            "--target",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "echo from-debug; sleep 3600",
+        ],
+    )
+    .await;
+    ok(debug, "kubectl debug");
+    eventually("the ephemeral container runs and logs", WAIT, || async {
+        let out = kubectl(&kc, &["logs", "web", "-c", "dbg"]).await;
+        text(&out.stdout).contains("from-debug")
+    })
+    .await;
+
     s.edge.stop().await;
     s.cloud.stop().await;
 }

@@ -10,10 +10,28 @@ use sha2::{Digest, Sha256};
 /// Where the host's busybox is; Debian's `busybox-static` puts a static build there.
 pub const HOST_BUSYBOX: &str = "/bin/busybox";
 
-/// The applets linked to busybox in `/bin` (`trap` is a shell builtin).
+/// The applets linked to busybox in `/bin` (`trap` is a shell builtin; `tar` is what
+/// `kubectl cp` runs in the container).
 const APPLETS: &[&str] = &[
-    "sh", "sleep", "echo", "cat", "ls", "date", "env", "hostname", "true", "false", "wget", "nc",
-    "httpd", "mkdir", "touch", "test", "kill",
+    "sh",
+    "sleep",
+    "echo",
+    "cat",
+    "ls",
+    "date",
+    "env",
+    "hostname",
+    "true",
+    "false",
+    "wget",
+    "nc",
+    "httpd",
+    "mkdir",
+    "touch",
+    "test",
+    "kill",
+    "tar",
+    "sha256sum",
 ];
 /// The top-level directories of the root filesystem.
 const DIRS: &[(&str, u32)] = &[
