@@ -484,6 +484,7 @@ pub mod edged_site {
         // Resource metrics scraped every second, so `kubectl top` has a rate soon.
         let cloud = k8s_cloud_with(&pki, Ports::default(), |c| {
             c.modules.api_server.metrics_server.metric_resolution = Duration::from_secs(1);
+            c.modules.controllers.horizontal_pod_autoscaler.sync_period = Duration::from_secs(1);
         })
         .await;
         let edge = edge(edged_config(&pki, &cloud, node, dir.path(), &containerd)).await;

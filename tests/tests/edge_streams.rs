@@ -360,3 +360,86 @@ async fn a_node_that_is_not_connected_is_refused_at_once_by_name() {
     }
     s.cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hpa_scales_a_cpu_burner_on_an_edge_node_from_one_to_three_replicas() {
+    if !e2e::recent_kubectl() {
+        return;
+    }
+    let (_pki, s) = site("edge-hpa").await;
+    let kc: PathBuf = s.cloud.running.kubeconfig().unwrap().to_path_buf();
+    // A light burner (a short busy loop, then a nap): far above its 10m request on any machine,
+    // without taking the test machine's cores.
+    let burn = "while true; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.1; done";
+    let mut container = busybox("burn", burn);
+    container["resources"] = json!({"requests": {"cpu": "10m"}});
+    let manifest = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "burner", "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "burner"}},
+            "template": {
+                "metadata": {"labels": {"app": "burner"}},
+                "spec": {"nodeName": "edge-hpa", "containers": [container],
+                         "terminationGracePeriodSeconds": 1},
+            },
+        },
+    });
+    let hpa = json!({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "burner", "namespace": "default"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "burner"},
+            "minReplicas": 1, "maxReplicas": 3,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 50}}}],
+        },
+    });
+    for object in [manifest, hpa] {
+        let out = kubectl_with_stdin(
+            &kc,
+            &["apply", "-f", "-"],
+            Some(object.to_string().as_bytes()),
+        )
+        .await;
+        ok(out, "kubectl apply");
+    }
+    eventually(
+        "the HPA scales the burner to 3 replicas",
+        WAIT * 2,
+        || async {
+            let out = kubectl(
+                &kc,
+                &[
+                    "get",
+                    "deployment",
+                    "burner",
+                    "-o",
+                    "jsonpath={.spec.replicas}",
+                ],
+            )
+            .await;
+            text(&out.stdout) == "3"
+        },
+    )
+    .await;
+    let status = ok(
+        kubectl(
+            &kc,
+            &[
+                "get",
+                "hpa",
+                "burner",
+                "-o",
+                "jsonpath={.status.currentMetrics[0].resource.current.averageUtilization}",
+            ],
+        )
+        .await,
+        "the HPA's status",
+    );
+    let utilization: u64 = status.trim().parse().unwrap_or(0);
+    assert!(utilization > 50, "measured utilization {status}");
+    s.edge.stop().await;
+    s.cloud.stop().await;
+}
