@@ -44,7 +44,7 @@ use crate::Api;
 use crate::nodes::Dialer;
 use location::{Backend, Id};
 
-pub(crate) use location::verb;
+pub(crate) use location::{DROPPED, verb};
 
 /// How the API server proxies; added to the router with [`with_proxy`].
 #[derive(Debug)]

@@ -28,25 +28,17 @@ use http_body_util::BodyExt;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
+use super::proxy::DROPPED;
 use crate::nodes::{DialError, NodeDialer};
 use crate::serve::Endless;
 pub(crate) use kubelet::{KubeletCall, pod_call};
 
-/// Request headers never sent to a kubelet: hop-by-hop ones and the caller's credentials.
-const DROPPED: &[&str] = &[
-    "authorization",
-    "connection",
-    "cookie",
-    "host",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
+/// Whether a request header is never sent to a kubelet: the hop-by-hop ones and the caller's
+/// credentials (as for every proxied request), its cookies and impersonation, and `Host` (the
+/// node's name is sent instead).
+fn dropped(name: &str) -> bool {
+    DROPPED.contains(&name) || matches!(name, "cookie" | "host") || name.starts_with("impersonate-")
+}
 
 /// Sends `call` (with the method, headers and body of the client's request) to its node's
 /// kubelet API over `dialer`, and answers with what the kubelet answers.
@@ -146,13 +138,12 @@ fn upgrade_of(headers: &HeaderMap) -> Option<HeaderValue> {
         .flatten()
 }
 
-/// The headers sent to the kubelet: the client's (see [`DROPPED`]), `Host` naming the node,
+/// The headers sent to the kubelet: the client's (see [`dropped`]), `Host` naming the node,
 /// and the upgrade asked for.
 fn request_headers(headers: &HeaderMap, node: &str, upgrade: Option<HeaderValue>) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in headers {
-        let name_str = name.as_str();
-        if !DROPPED.contains(&name_str) && !name_str.starts_with("impersonate-") {
+        if !dropped(name.as_str()) {
             out.append(name.clone(), value.clone());
         }
     }
@@ -168,10 +159,7 @@ fn request_headers(headers: &HeaderMap, node: &str, upgrade: Option<HeaderValue>
 
 /// Removes the hop-by-hop headers of a kubelet's (non-upgrade) answer.
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    for name in DROPPED
-        .iter()
-        .filter(|n| !matches!(**n, "authorization" | "cookie" | "host"))
-    {
+    for name in DROPPED.iter().filter(|n| **n != "authorization") {
         headers.remove(*name);
     }
 }

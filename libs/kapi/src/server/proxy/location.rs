@@ -42,7 +42,7 @@ pub(crate) struct Endpoint {
 
 /// The request headers never sent on: hop-by-hop ones, and the caller's credentials (kube-apiserver
 /// removes `Authorization` once it has authenticated a request).
-const DROPPED: &[&str] = &[
+pub(crate) const DROPPED: &[&str] = &[
     "authorization",
     "connection",
     "keep-alive",
