@@ -29,6 +29,9 @@ pub struct SimEdge {
     /// key → (resourceVersion, when it was applied).
     store: std::sync::Mutex<HashMap<String, (String, Instant)>>,
     pub stats: SimStats,
+    /// Whether streams the cloud opens are answered with an endless flow of bytes (a pod's
+    /// `logs -f` writing as fast as the link takes it); otherwise they are refused.
+    pub bulk_tunnels: AtomicBool,
 }
 
 /// What a simulated node saw.
@@ -62,6 +65,7 @@ impl SimEdge {
             tls,
             store: Default::default(),
             stats: SimStats::default(),
+            bulk_tunnels: AtomicBool::new(false),
         })
     }
 
@@ -128,10 +132,15 @@ impl SimEdge {
             handshake_timeout: Duration::from_secs(30),
             ..link::Limits::default()
         };
-        let conn = match dialer {
+        let mut conn = match dialer {
             Dialer::Direct(transport) => link::connect(*transport, addr, &self.tls, limits).await?,
             Dialer::Quic(dialer) => dialer.connect(addr, &self.tls, limits).await?,
         };
+        if self.bulk_tunnels.load(Ordering::Relaxed)
+            && let Some(tunnels) = conn.take_acceptor()
+        {
+            tokio::spawn(serve_bulk(tunnels, shutdown.clone()));
+        }
         let (mut sink, stream) = conn.split();
         let mut frames = stream.into_channel(64);
         let digest = wire::digest(
@@ -239,6 +248,21 @@ impl SimEdge {
 }
 
 /// Client TLS settings for `node`, with a certificate issued now by `ca` for a shared key.
+/// Writes 64 KiB chunks on every stream the cloud opens until it goes away.
+async fn serve_bulk(mut tunnels: link::TunnelAcceptor, shutdown: CancellationToken) {
+    use tokio::io::AsyncWriteExt as _;
+    let chunk = vec![b'x'; 64 * 1024];
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            s = tunnels.accept() => s,
+        };
+        let Some(mut stream) = stream else { return };
+        let chunk = chunk.clone();
+        tokio::spawn(async move { while stream.write_all(&chunk).await.is_ok() {} });
+    }
+}
+
 pub fn node_tls(ca: &pki::Ca, node: &str) -> ClientTls {
     let issued = ca.issue_node(node, Duration::from_secs(86400)).unwrap();
     ClientTls {

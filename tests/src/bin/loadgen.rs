@@ -59,6 +59,10 @@ enum Scenario {
         /// rehashing 458,752 entries stalls it past the 200 ms retransmission timeout.
         #[arg(long, default_value_t = 5)]
         rounds: u64,
+        /// Meanwhile, a tunnel stream to the node carries bytes as fast as it can (a `logs -f`
+        /// of a pod writing fast), read by the cloud to the end: the frames' rate beside it.
+        #[arg(long)]
+        tunnel_bulk: bool,
     },
     /// Idle sessions one cloudhub holds, and its memory per session.
     Idle {
@@ -157,7 +161,8 @@ fn main() -> anyhow::Result<()> {
                 payload,
                 rtt_ms,
                 rounds,
-            } => throughput(transport, messages, payload, rtt_ms, rounds).await,
+                tunnel_bulk,
+            } => throughput(transport, messages, payload, rtt_ms, rounds, tunnel_bulk).await,
             Scenario::Idle {
                 nodes,
                 transport,
@@ -196,6 +201,7 @@ async fn throughput(
     payload: usize,
     rtt_ms: u64,
     rounds: u64,
+    tunnel_bulk: bool,
 ) -> anyhow::Result<()> {
     let pki = Pki::new();
     let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
@@ -216,6 +222,7 @@ async fn throughput(
     };
     let node = "bench-0";
     let sim = SimEdge::new(node, node_tls(&pki.ca, node));
+    sim.bulk_tunnels.store(tunnel_bulk, Ordering::Relaxed);
     let shutdown = CancellationToken::new();
     tokio::spawn(
         sim.clone()
@@ -225,6 +232,22 @@ async fn throughput(
         cloud.hub().sessions() == 1
     })
     .await?;
+    let bulk_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    if tunnel_bulk {
+        let mut stream = cloud.hub().open_tunnel(node).await?;
+        let counted = bulk_bytes.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt as _;
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n) = stream.read(&mut buf).await {
+                if n == 0 {
+                    return;
+                }
+                counted.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        });
+    }
+    let bulk_since = Instant::now();
     // Messages go straight into cloudhub's mailbox, as edgecontroller sends them; the content
     // is one shared 1 KiB buffer, so the figure is the link's, not the producer's.
     let body = beehive::Bytes::from(vec![b'x'; payload]);
@@ -263,12 +286,19 @@ async fn throughput(
     let mut sorted = rates.clone();
     sorted.sort_by(f64::total_cmp);
     let rounds: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+    let bulk_mb_s =
+        bulk_bytes.load(Ordering::Relaxed) as f64 / 1e6 / bulk_since.elapsed().as_secs_f64();
     println!(
-        "throughput transport={transport} payload={payload}B rtt={rtt_ms}ms messages={messages} acked_per_s={:.0} (median of {} rounds: {}) retransmits={}",
+        "throughput transport={transport} payload={payload}B rtt={rtt_ms}ms messages={messages} acked_per_s={:.0} (median of {} rounds: {}) retransmits={}{}",
         sorted[sorted.len() / 2],
         rates.len(),
         rounds.join(" "),
-        c.retransmits
+        c.retransmits,
+        if tunnel_bulk {
+            format!(" beside a tunnel stream carrying {bulk_mb_s:.0} MB/s")
+        } else {
+            String::new()
+        }
     );
     shutdown.cancel();
     cloud.stop().await;
