@@ -1,4 +1,5 @@
-//! What the benchmark binaries share: a process's resident memory and latency percentiles.
+//! What the benchmark binaries share: a process's resident memory, latency percentiles and
+//! waiting for the control plane and a node.
 
 use std::time::Duration;
 
@@ -64,6 +65,34 @@ pub async fn connect(kubeconfig: &std::path::Path) -> anyhow::Result<kube::Clien
         anyhow::ensure!(
             std::time::Instant::now() < deadline,
             "the control plane did not answer in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until node `node` reports the `Ready` condition `True` in the API, within `limit`.
+pub async fn wait_node_ready(
+    client: &kube::Client,
+    node: &str,
+    limit: Duration,
+) -> anyhow::Result<()> {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(n) = nodes.get_opt(node).await? {
+            let ready = n
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            if ready {
+                return Ok(());
+            }
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "node {node} did not report Ready in {limit:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

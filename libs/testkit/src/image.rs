@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 pub const HOST_BUSYBOX: &str = "/bin/busybox";
 
 /// The applets linked to busybox in `/bin` (`trap` is a shell builtin; `tar` is what
-/// `kubectl cp` runs in the container).
+/// `kubectl cp` runs in the container; `yes` and `head` write streambench's big log and file).
 const APPLETS: &[&str] = &[
     "sh",
     "sleep",
@@ -32,6 +32,8 @@ const APPLETS: &[&str] = &[
     "kill",
     "tar",
     "sha256sum",
+    "yes",
+    "head",
 ];
 /// The top-level directories of the root filesystem.
 const DIRS: &[(&str, u32)] = &[
