@@ -32,6 +32,8 @@ pub struct SimEdge {
     /// Whether streams the cloud opens are answered with an endless flow of bytes (a pod's
     /// `logs -f` writing as fast as the link takes it); otherwise they are refused.
     pub bulk_tunnels: AtomicBool,
+    /// The pace of that flow, bytes per second; 0: as fast as the link takes it.
+    pub bulk_rate: AtomicU64,
 }
 
 /// What a simulated node saw.
@@ -66,6 +68,7 @@ impl SimEdge {
             store: Default::default(),
             stats: SimStats::default(),
             bulk_tunnels: AtomicBool::new(false),
+            bulk_rate: AtomicU64::new(0),
         })
     }
 
@@ -139,7 +142,8 @@ impl SimEdge {
         if self.bulk_tunnels.load(Ordering::Relaxed)
             && let Some(tunnels) = conn.take_acceptor()
         {
-            tokio::spawn(serve_bulk(tunnels, shutdown.clone()));
+            let rate = self.bulk_rate.load(Ordering::Relaxed);
+            tokio::spawn(serve_bulk(tunnels, rate, shutdown.clone()));
         }
         let (mut sink, stream) = conn.split();
         let mut frames = stream.into_channel(64);
@@ -248,18 +252,28 @@ impl SimEdge {
 }
 
 /// Client TLS settings for `node`, with a certificate issued now by `ca` for a shared key.
-/// Writes 64 KiB chunks on every stream the cloud opens until it goes away.
-async fn serve_bulk(mut tunnels: link::TunnelAcceptor, shutdown: CancellationToken) {
+/// Writes 64 KiB chunks on every stream the cloud opens until it goes away, at `rate` bytes per
+/// second (0: as fast as the stream takes them).
+async fn serve_bulk(mut tunnels: link::TunnelAcceptor, rate: u64, shutdown: CancellationToken) {
     use tokio::io::AsyncWriteExt as _;
-    let chunk = vec![b'x'; 64 * 1024];
+    const CHUNK: usize = 64 * 1024;
+    let pace = (rate > 0).then(|| Duration::from_secs_f64(CHUNK as f64 / rate as f64));
     loop {
         let stream = tokio::select! {
             _ = shutdown.cancelled() => return,
             s = tunnels.accept() => s,
         };
         let Some(mut stream) = stream else { return };
-        let chunk = chunk.clone();
-        tokio::spawn(async move { while stream.write_all(&chunk).await.is_ok() {} });
+        tokio::spawn(async move {
+            let chunk = vec![b'x'; CHUNK];
+            let mut next = tokio::time::Instant::now();
+            while stream.write_all(&chunk).await.is_ok() {
+                if let Some(pace) = pace {
+                    next += pace;
+                    tokio::time::sleep_until(next).await;
+                }
+            }
+        });
     }
 }
 

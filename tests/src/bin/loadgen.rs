@@ -63,6 +63,9 @@ enum Scenario {
         /// of a pod writing fast), read by the cloud to the end: the frames' rate beside it.
         #[arg(long)]
         tunnel_bulk: bool,
+        /// The pace of that stream in MB/s (a log written at that rate); 0: as fast as it goes.
+        #[arg(long, default_value_t = 0)]
+        tunnel_mbs: u64,
     },
     /// Idle sessions one cloudhub holds, and its memory per session.
     Idle {
@@ -162,7 +165,11 @@ fn main() -> anyhow::Result<()> {
                 rtt_ms,
                 rounds,
                 tunnel_bulk,
-            } => throughput(transport, messages, payload, rtt_ms, rounds, tunnel_bulk).await,
+                tunnel_mbs,
+            } => {
+                let bulk = tunnel_bulk.then_some(tunnel_mbs * 1_000_000);
+                throughput(transport, messages, payload, rtt_ms, rounds, bulk).await
+            }
             Scenario::Idle {
                 nodes,
                 transport,
@@ -201,8 +208,9 @@ async fn throughput(
     payload: usize,
     rtt_ms: u64,
     rounds: u64,
-    tunnel_bulk: bool,
+    bulk: Option<u64>,
 ) -> anyhow::Result<()> {
+    let tunnel_bulk = bulk.is_some();
     let pki = Pki::new();
     let cloud = cloud(&pki, Desired::new(), Ports::default()).await;
     let mut addr = cloud.addr(transport);
@@ -223,6 +231,7 @@ async fn throughput(
     let node = "bench-0";
     let sim = SimEdge::new(node, node_tls(&pki.ca, node));
     sim.bulk_tunnels.store(tunnel_bulk, Ordering::Relaxed);
+    sim.bulk_rate.store(bulk.unwrap_or(0), Ordering::Relaxed);
     let shutdown = CancellationToken::new();
     tokio::spawn(
         sim.clone()
