@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
-use e2e::bench::{cpu_percent, percentile_ms, rss_kib};
+use e2e::bench::{cpu_percent, percentile_ms, rss_kib, wait_node_ready};
 use e2e::{Pki, Ports};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -81,7 +81,7 @@ async fn run(args: &Args, containerd: &Containerd) -> anyhow::Result<()> {
     let edgecore = e2e::spawn_edgecore(bin.to_str().context("path")?, &config, dir.path());
     let pid = edgecore.0.id();
     let client = cloud.kube().await;
-    wait_node_ready(&client).await?;
+    wait_node_ready(&client, NODE, LIMIT).await?;
     // Let start-up allocations settle before the idle figure.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle = rss_kib(pid)?;
@@ -258,28 +258,6 @@ async fn delete_round(pods: &Api<Pod>, containerd: &Containerd) -> anyhow::Resul
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
             "{left} pods and {boxes} sandboxes left after the delete"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn wait_node_ready(client: &kube::Client) -> anyhow::Result<()> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    loop {
-        if let Some(n) = nodes.get_opt(NODE).await? {
-            let status = serde_json::to_value(n.status)?;
-            let ready = status["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            });
-            if ready {
-                return Ok(());
-            }
-        }
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "the node did not report Ready"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
