@@ -18,6 +18,8 @@ use axum::middleware::Next;
 use kapi::{Api, ReadRequest, User};
 use serde_json::{Value, json};
 
+use crate::serve::json_response;
+
 /// The collection's path.
 const PATH: &str = "/api/v1/componentstatuses";
 /// kube-apiserver's warning on every ComponentStatus read.
@@ -219,16 +221,6 @@ fn include_object(query: &str) -> IncludeObject {
         .find_map(|p| p.strip_prefix("includeObject="))
         .and_then(IncludeObject::from_query)
         .unwrap_or_default()
-}
-
-fn json_response(code: StatusCode, body: &Value) -> Response<Body> {
-    // A JSON value always serializes.
-    let bytes = serde_json::to_vec(body).expect("a JSON value serializes");
-    Response::builder()
-        .status(code)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(bytes))
-        .expect("a valid response")
 }
 
 #[cfg(test)]

@@ -65,3 +65,17 @@ fn status_response(e: &apimachinery::ApiError) -> Response<Body> {
         .body(Body::from(body))
         .expect("a valid response")
 }
+
+/// A JSON answer with status `code` (the built-in APIs served beside kapi's routes).
+pub(crate) fn json_response(
+    code: axum::http::StatusCode,
+    body: &serde_json::Value,
+) -> Response<Body> {
+    // A JSON value always serializes.
+    let bytes = serde_json::to_vec(body).expect("a JSON value serializes");
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(bytes))
+        .expect("a valid response")
+}

@@ -75,20 +75,8 @@ async fn run(args: &Args, containerd: &Containerd) -> anyhow::Result<()> {
     let pki = Pki::new();
     let dir = tempfile::tempdir()?;
     let cloud = e2e::k8s_cloud(&pki, Ports::default()).await;
-    let transport = link::Transport::WebSocket;
-    let mut config = e2e::edge_config(
-        &pki.node(NODE),
-        cloud.addr(transport),
-        transport,
-        &dir.path().join("edge.db"),
-    );
+    let mut config = e2e::edged_site::edged_config(&pki, &cloud, NODE, dir.path(), containerd);
     let edged = &mut config.modules.edged;
-    edged.enable = true;
-    edged.remote_runtime_endpoint = containerd.endpoint();
-    edged.root_directory = dir.path().join("kubelet");
-    edged.static_pod_path = dir.path().join("manifests");
-    edged.pod_logs_directory = dir.path().join("pod-logs");
-    edged.relist_period = Duration::from_millis(300);
     // The whole log in one file: the kubelet serves only the newest after a rotation.
     edged.container_log_max_size = 4 * (args.log_mib + 16) * 1024 * 1024;
     let bin = std::env::current_exe()?.with_file_name("e2e-edgecore");

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use apimachinery::{ApiError, FieldSelector, LabelSelector, ResourceInfo};
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{Method, Response, StatusCode, header};
+use axum::http::{Method, Response, StatusCode};
 use axum::middleware::Next;
 use kapi::{Api, ReadRequest, User};
 use objstore::{ListOptions, ObjKey, StoredObject};
@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 
 use super::storage::{PodUsage, Usage};
 use super::{GROUP, Shared, VERSION};
+
+use crate::serve::json_response;
 
 /// What the metrics routes need.
 #[derive(Clone)]
@@ -331,16 +333,6 @@ fn go_duration(ms: i64) -> String {
 
 fn store_error(e: objstore::StoreError) -> ApiError {
     ApiError::internal(e.to_string())
-}
-
-fn json_response(code: StatusCode, body: &Value) -> Response<Body> {
-    // A JSON value always serializes.
-    let bytes = serde_json::to_vec(body).expect("a JSON value serializes");
-    Response::builder()
-        .status(code)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(bytes))
-        .expect("a valid response")
 }
 
 #[cfg(test)]
