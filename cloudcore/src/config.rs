@@ -34,6 +34,8 @@ pub struct Modules {
     /// The scheduler and workload controllers of the embedded control plane (not run against a
     /// real cluster, which has its own).
     pub controllers: controllers::Config,
+    /// The edge platform's own controllers (NodeGroup, EdgeApplication), run in both modes.
+    pub sites: sites::Config,
 }
 
 /// `kubeAPIConfig`.

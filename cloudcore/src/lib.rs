@@ -121,6 +121,13 @@ pub async fn start_with(
         );
         runtime.register(module);
     }
+    if config.modules.sites.enable
+        && let Some(path) = &kubeconfig
+    {
+        // Unlike `controllers`, these run against a real cluster too.
+        let client = kube_client(path).await?;
+        runtime.register(sites::Sites::new(config.modules.sites.clone(), client));
+    }
     for module in extra {
         runtime.register_with_capacity(module, capacity);
     }
