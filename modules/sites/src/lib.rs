@@ -23,6 +23,18 @@ pub use config::{Config, Toggle};
 /// Module name.
 pub const NAME: &str = "sites";
 
+/// The API group and version of NodeGroup and EdgeApplication (KubeEdge's).
+pub const API_VERSION: &str = "apps.kubeedge.io/v1alpha1";
+
+/// The label a NodeGroup puts on its member nodes, valued with the group's name.
+pub const BELONGING_TO: &str = "apps.kubeedge.io/belonging-to";
+
+/// The annotation that closes a Service's traffic to the group of the node serving it.
+pub const SERVICE_TOPOLOGY: &str = "apps.kubeedge.io/service-topology";
+
+/// [`SERVICE_TOPOLOGY`]'s value: endpoints in the client node's NodeGroup only.
+pub const RANGE_NODEGROUP: &str = "range-nodegroup";
+
 /// The field manager of what the module applies.
 pub const FIELD_MANAGER: &str = "cloudcore-sites";
 
