@@ -35,6 +35,9 @@ pub(super) fn apply(original: &Value, patch: &[u8]) -> Result<Value, PatchError>
                 name(op)
             )));
         }
+        if absent_tested_null(&doc, op) {
+            continue;
+        }
         // One operation at a time, on a copy: a failure leaves nothing to undo.
         json_patch::patch_unsafe(&mut doc, std::slice::from_ref(op)).map_err(|e| {
             PatchError::Invalid(format!(
@@ -44,6 +47,21 @@ pub(super) fn apply(original: &Value, patch: &[u8]) -> Result<Value, PatchError>
         })?;
     }
     Ok(doc)
+}
+
+/// Whether `op` tests that a member missing from an object that exists is `null`: it passes,
+/// as in kube-apiserver (a missing key reads as null; kube-runtime's finalizer helper sends
+/// `{"op": "test", "path": "/metadata/finalizers", "value": null}` to an object without any).
+fn absent_tested_null(doc: &Value, op: &PatchOperation) -> bool {
+    let PatchOperation::Test(test) = op else {
+        return false;
+    };
+    if !test.value.is_null() || doc.pointer(test.path.as_str()).is_some() {
+        return false;
+    }
+    let path = test.path.as_str();
+    let parent = path.rfind('/').map(|at| &path[..at]);
+    parent.is_some_and(|p| doc.pointer(p).is_some_and(Value::is_object))
 }
 
 /// The most bytes `op` can add to `doc`'s encoding (a missing `from` adds nothing: the

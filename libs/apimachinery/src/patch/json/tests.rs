@@ -125,3 +125,31 @@ fn the_encoded_length_is_the_length_of_the_encoding() {
         serde_json::to_vec(&value).unwrap().len()
     );
 }
+
+#[test]
+fn a_test_of_null_passes_on_a_missing_member_of_an_object_that_exists() {
+    let original = configmap("x");
+    let body = json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["f"]},
+    ]);
+    let patched = patch(PatchType::Json, &original, &body).unwrap();
+    assert_eq!(patched["metadata"]["finalizers"], json!(["f"]));
+    // Not null, or a missing parent: the test fails as before.
+    let not_null = json!([{"op": "test", "path": "/metadata/finalizers", "value": []}]);
+    assert!(matches!(
+        patch(PatchType::Json, &original, &not_null),
+        Err(PatchError::Invalid(_))
+    ));
+    let no_parent = json!([{"op": "test", "path": "/spec/x", "value": null}]);
+    assert!(matches!(
+        patch(PatchType::Json, &original, &no_parent),
+        Err(PatchError::Invalid(_))
+    ));
+    // A member that is there and not null fails a test of null.
+    let present = json!([{"op": "test", "path": "/data/a", "value": null}]);
+    assert!(matches!(
+        patch(PatchType::Json, &original, &present),
+        Err(PatchError::Invalid(_))
+    ));
+}
