@@ -10,7 +10,6 @@ use futures::{StreamExt, future};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{self, Event};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
@@ -41,9 +40,6 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// The finalizer's bookkeeping failed, or the reconcile inside it did.
-    #[error(transparent)]
-    Finalizer(#[from] Box<finalizer::Error<Error>>),
 }
 
 /// What every reconcile shares.
@@ -143,18 +139,56 @@ fn groups_of(groups: &Store<NodeGroup>, node: &Node) -> Vec<ObjectRef<NodeGroup>
 }
 
 async fn reconcile(group: Arc<NodeGroup>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let api = Api::<NodeGroup>::all(ctx.client.clone());
-    let name = group.name_any();
-    let action = finalizer::finalizer(&api, FINALIZER, group, |event| async {
-        match event {
-            Event::Apply(group) => apply(&group, &ctx, false).await,
-            Event::Cleanup(group) => apply(&group, &ctx, true).await,
+    let held = group.finalizers().iter().any(|f| f == FINALIZER);
+    let action = match (group.metadata.deletion_timestamp.is_some(), held) {
+        (false, true) => apply(&group, &ctx, false).await?,
+        // The update that adds the finalizer brings the group back.
+        (false, false) => {
+            hold(&ctx.client, &group, true).await?;
+            Action::await_change()
         }
-    })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))?;
-    lock(&ctx.failures).remove(&name);
+        (true, true) => {
+            apply(&group, &ctx, true).await?;
+            hold(&ctx.client, &group, false).await?;
+            Action::await_change()
+        }
+        (true, false) => Action::await_change(),
+    };
+    lock(&ctx.failures).remove(&group.name_any());
     Ok(action)
+}
+
+/// Adds (`true`) or removes [`FINALIZER`], keeping the others: a merge patch of the list with
+/// the group's resourceVersion as precondition, so a concurrent change to the list is not lost.
+/// (Not a JSON patch with a `test` of the absent list, as kube-runtime's `finalizer` helper
+/// sends: the embedded control plane refuses a `test` of a missing path.)
+async fn hold(client: &kube::Client, group: &NodeGroup, on: bool) -> Result<(), Error> {
+    let mut finalizers: Vec<&str> = group
+        .finalizers()
+        .iter()
+        .map(String::as_str)
+        .filter(|f| *f != FINALIZER)
+        .collect();
+    if on {
+        finalizers.push(FINALIZER);
+    }
+    let name = group.name_any();
+    let body = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": group.metadata.resource_version,
+    }});
+    let api = Api::<NodeGroup>::all(client.clone());
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 && !on => Ok(()),
+        Err(source) => Err(Error::Api {
+            what: format!("updating the finalizers of NodeGroup {name}"),
+            source,
+        }),
+    }
 }
 
 /// Retries a failed group with exponential back-off.
