@@ -112,28 +112,13 @@ async fn controller(
         .await;
 }
 
-/// The groups a Node change concerns: those whose spec selects it, the one its label names,
-/// and those whose status lists it (it matched them).
+/// The groups a Node change concerns (see [`plan::concerns`]).
 fn groups_of(groups: &Store<NodeGroup>, node: &Node) -> Vec<ObjectRef<NodeGroup>> {
     let name = node.name_any();
-    let labels = node.labels();
-    let owner = labels.get(BELONGING_TO);
     groups
         .state()
         .iter()
-        .filter(|g| {
-            let spec = &g.spec;
-            owner == g.metadata.name.as_ref()
-                || spec.nodes.contains(&name)
-                || (!spec.match_labels.is_empty()
-                    && spec
-                        .match_labels
-                        .iter()
-                        .all(|(k, v)| labels.get(k) == Some(v)))
-                || g.status
-                    .as_ref()
-                    .is_some_and(|s| s.node_statuses.iter().any(|n| n.node_name == name))
-        })
+        .filter(|g| plan::concerns(g, &name, node.labels()))
         .map(|g| ObjectRef::from_obj(g.as_ref()))
         .collect()
 }
@@ -197,12 +182,16 @@ fn error_policy(group: Arc<NodeGroup>, error: &Error, ctx: Arc<Ctx>) -> Action {
     let mut failures = lock(&ctx.failures);
     let n = failures.entry(name.clone()).or_default();
     *n = n.saturating_add(1);
-    let wait = BACKOFF
-        .0
-        .saturating_mul(2u32.saturating_pow(*n - 1))
-        .min(BACKOFF.1);
+    let wait = backoff(*n);
     tracing::warn!(nodegroup = %name, error = %error, retry_in = ?wait, "reconciling the NodeGroup failed");
     Action::requeue(wait)
+}
+
+/// The wait before retry after `failures` consecutive failures: doubling from the first
+/// [`BACKOFF`] to the longest.
+fn backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(31);
+    BACKOFF.0.saturating_mul(1 << doublings).min(BACKOFF.1)
 }
 
 /// One reconcile of `group`: labels, evictions, then the status (unless it is being deleted,
@@ -360,4 +349,17 @@ fn node_view(node: &Node) -> NodeView<'_> {
 /// Locks a mutex of plain bookkeeping: a panic elsewhere cannot leave it inconsistent.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_by_doubling_up_to_the_longest_wait() {
+        let waits: Vec<u64> = [1, 2, 3, 4].map(|n| backoff(n).as_millis() as u64).to_vec();
+        assert_eq!(waits, [500, 1000, 2000, 4000]);
+        assert_eq!(backoff(20), BACKOFF.1);
+        assert_eq!(backoff(u32::MAX), BACKOFF.1);
+    }
 }

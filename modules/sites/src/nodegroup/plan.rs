@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::PodSpec;
 
 use super::TOPOLOGY_ZONE;
-use super::types::{NodeGroupSpec, NodeGroupStatus, NodeStatus, ReadyStatus, SelectionStatus};
+use super::types::{
+    NodeGroup, NodeGroupSpec, NodeGroupStatus, NodeStatus, ReadyStatus, SelectionStatus,
+};
 use crate::BELONGING_TO;
 
 /// What the plan needs to know of a node.
@@ -106,6 +108,24 @@ pub(crate) fn plan<'a>(
     plan.leaving.sort();
     plan.status = status(statuses);
     plan
+}
+
+/// Whether a change of the node `name` (now labelled `labels`) may change `group`'s
+/// reconcile: the group selects it, it carries the group's label, or the group's status lists
+/// it (it was selected before the change).
+pub(crate) fn concerns(group: &NodeGroup, name: &str, labels: &BTreeMap<String, String>) -> bool {
+    let view = NodeView {
+        name,
+        labels,
+        ready: ReadyStatus::Unknown,
+        resource_version: None,
+    };
+    labels.get(BELONGING_TO) == group.metadata.name.as_ref()
+        || wants(&group.spec, &view)
+        || group
+            .status
+            .as_ref()
+            .is_some_and(|s| s.node_statuses.iter().any(|n| n.node_name == name))
 }
 
 /// Whether `pod` (on a node that left `group`, its group label now `now`) was placed for the

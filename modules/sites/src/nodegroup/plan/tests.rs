@@ -286,3 +286,32 @@ fn pods_not_placed_for_the_group_stay() {
     assert!(!evicts(&other, "g", None));
     assert!(!evicts(&affinity(&["h"]), "g", None));
 }
+
+#[test]
+fn a_node_change_concerns_the_groups_that_select_hold_or_listed_it() {
+    let labels = |pairs: &[(&str, &str)]| node("x", pairs).labels;
+    let by_label = NodeGroup::new("g", spec(&[], &[("site", "s")]));
+    assert!(concerns(&by_label, "x", &labels(&[("site", "s")])));
+    assert!(!concerns(&by_label, "x", &labels(&[("site", "t")])));
+    assert!(
+        concerns(&by_label, "x", &labels(&[(BELONGING_TO, "g")])),
+        "it held the node"
+    );
+    let by_name = NodeGroup::new("h", spec(&["x"], &[]));
+    assert!(concerns(&by_name, "x", &labels(&[])));
+    assert!(!concerns(&by_name, "y", &labels(&[])));
+    let mut listed = NodeGroup::new("k", spec(&[], &[("site", "s")]));
+    listed.status = Some(
+        plan_of(
+            "k",
+            &listed.spec,
+            &[node("x", &[("site", "s"), (BELONGING_TO, "g")])],
+            &["g", "k"],
+        )
+        .status,
+    );
+    assert!(
+        concerns(&listed, "x", &labels(&[])),
+        "its failed claim is listed and must be dropped"
+    );
+}
