@@ -146,6 +146,8 @@ impl EdgeController {
             kinds.extend(custom);
         }
         let known = known_resources(&kinds);
+        // After the known resources: nodes read their NodeGroup, they do not write it.
+        kinds.push(Kind::node_group());
         let (ready, ready_rx) = latest::channel(false);
         let stats = Arc::new(Stats::default());
         let handle = Handle {
