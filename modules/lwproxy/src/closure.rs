@@ -115,7 +115,7 @@ impl Closure {
         Ok(())
     }
 
-    /// Re-reads every input the filter used (the follower calls it on each change).
+    /// Re-reads every input the filter used (before a watch starts or hands out a bookmark).
     pub(crate) async fn refresh(&self) -> Result<(), StoreError> {
         self.place().await?;
         let services: Vec<(String, String)> = self.lock().modes.keys().cloned().collect();
@@ -133,9 +133,12 @@ impl Closure {
             async move {
                 let opts = WatchOptions::from_revision(0).resource(resource);
                 let pass = || async { this.refresh().await };
-                let apply = |_event| async {
-                    if let Err(e) = this.refresh().await {
-                        tracing::warn!(error = %e, "reading the closure filter's inputs failed");
+                let apply = |event: objstore::WatchEvent| {
+                    let this = this.clone();
+                    async move {
+                        if let Err(e) = this.changed(&event.object.key).await {
+                            tracing::warn!(error = %e, "reading the site filter's inputs failed");
+                        }
                     }
                 };
                 this.store
@@ -151,6 +154,19 @@ impl Closure {
                 one(SERVICES),
             ) => {}
         }
+    }
+
+    /// Object `key` (a Node, NodeGroup or Service) changed in the store: what the filter
+    /// decided from it is checked again.
+    async fn changed(&self, key: &ObjKey) -> Result<(), StoreError> {
+        if key.resource != SERVICES {
+            return self.place().await.map(|_| ());
+        }
+        let id = (key.namespace.clone(), key.name.clone());
+        if self.lock().modes.contains_key(&id) {
+            self.mode(&key.namespace, &key.name).await?;
+        }
+        Ok(())
     }
 
     /// The mode of Service `namespace/name` as the store holds it now.

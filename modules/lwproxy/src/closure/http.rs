@@ -163,9 +163,8 @@ async fn filter_value(
         Served::EndpointSlices => ("EndpointSlice", "EndpointSliceList"),
         Served::Endpoints => ("Endpoints", "EndpointsList"),
     };
-    let store_error = |e| ApiError::internal(format!("reading the site filter's inputs: {e}"));
     if kind == item {
-        closure.filter(served, value).await.map_err(store_error)?;
+        closure.filter(served, value).await.map_err(inputs_error)?;
         return Ok(true);
     }
     if kind != list {
@@ -173,7 +172,7 @@ async fn filter_value(
     }
     if let Some(items) = value["items"].as_array_mut() {
         for obj in items {
-            closure.filter(served, obj).await.map_err(store_error)?;
+            closure.filter(served, obj).await.map_err(inputs_error)?;
         }
     }
     Ok(true)
@@ -303,6 +302,9 @@ async fn filter_frame(
         return Ok(Bytes::copy_from_slice(frame));
     };
     if !matches!(kind.as_str(), "ADDED" | "MODIFIED" | "DELETED") {
+        // A bookmark's resourceVersion is a resume point: the epoch is brought up to date
+        // first, so that one past a change is never handed out on a stale stream.
+        closure.refresh().await.map_err(inputs_error)?;
         return Ok(Bytes::copy_from_slice(frame));
     }
     if !filter_value(closure, served, &mut object).await? {
@@ -345,6 +347,10 @@ fn json_line(status: Value) -> Vec<u8> {
     let mut line = serde_json::to_vec(&event).expect("a JSON value serializes");
     line.push(b'\n');
     line
+}
+
+fn inputs_error(e: objstore::StoreError) -> ApiError {
+    ApiError::internal(format!("reading the site filter's inputs: {e}"))
 }
 
 fn error(e: ApiError) -> Response {
