@@ -81,8 +81,12 @@ fn allocations_need_an_endpoint_per_zone_and_keep_within_the_overload_threshold(
     assert_eq!(allocations(&even, 1), None);
     let a = allocations(&even, 4).unwrap();
     assert_eq!((a["a"].minimum, a["a"].maximum), (2, 2));
-    let a = allocations(&even, 5).unwrap();
-    assert_eq!((a["a"].minimum, a["a"].maximum), (3, 3));
+    // 2.5 each: a minimum of ceil(2.5 / 1.2) = 3 per zone does not fit in 5.
+    assert_eq!(allocations(&even, 5), None);
+    let uneven = ratios(&[("a", 0.75), ("b", 0.25)]);
+    let a = allocations(&uneven, 8).unwrap();
+    assert_eq!((a["a"].minimum, a["a"].maximum), (5, 6));
+    assert_eq!((a["b"].minimum, a["b"].maximum), (2, 3));
 }
 
 #[test]
