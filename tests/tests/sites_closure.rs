@@ -403,3 +403,68 @@ async fn each_site_sees_only_its_own_endpoints_of_a_closed_service_and_keeps_the
         e.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zone_hints_keep_a_prefer_close_service_in_the_clients_zone_and_fall_back_to_all() {
+    let s = sites().await;
+    let client = s.cloud.kube().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    for (node, zone) in [("a1", "zone-a"), ("a2", "zone-a"), ("b1", "zone-b")] {
+        let patch = json!({"metadata": {"labels": {"topology.kubernetes.io/zone": zone}}});
+        nodes
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let near: Service = serde_json::from_value(json!({
+        "metadata": {"name": "near"},
+        "spec": {"selector": {"app": "near"}, "ports": [{"port": 80}], "trafficDistribution": "PreferClose"},
+    }))
+    .unwrap();
+    services
+        .create(&PostParams::default(), &near)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    ready_pod(&pods, "near-a1", "near", "a1", "10.2.0.1").await;
+    ready_pod(&pods, "near-b1", "near", "b1", "10.2.0.2").await;
+
+    // The embedded EndpointSlice controller fills zones and hints from the nodes' labels.
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let lp = ListParams::default().labels("kubernetes.io/service-name=near");
+    eventually("the cloud's slice has zones and hints", WAIT, || async {
+        let list = slices.list(&lp).await.unwrap();
+        let eps: Vec<_> = list.items.iter().flat_map(|s| &s.endpoints).collect();
+        eps.len() == 2
+            && eps.iter().all(|e| {
+                let hinted = e.hints.as_ref().and_then(|h| h.for_zones.as_ref());
+                let first = hinted.and_then(|z| z.first()).map(|z| z.name.clone());
+                e.zone.is_some() && first == e.zone
+            })
+    })
+    .await;
+    // Each edge serves the endpoints hinted for its zone.
+    for (edge, want) in [("a2", set(&["a1"])), ("b1", set(&["b1"]))] {
+        eventually("an edge lists its zone's endpoints", WAIT, || async {
+            listed(&s.edges[edge], "near").await == want
+        })
+        .await;
+    }
+    // A node in a zone no endpoint is hinted for gets them all, as kube-proxy does.
+    let patch = json!({"metadata": {"labels": {"topology.kubernetes.io/zone": "zone-c"}}});
+    nodes
+        .patch("a2", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    eventually(
+        "a node of another zone lists every endpoint",
+        WAIT,
+        || async { listed(&s.edges["a2"], "near").await == set(&["a1", "b1"]) },
+    )
+    .await;
+    s.cloud.stop().await;
+    for (_, e) in s.edges {
+        e.stop().await;
+    }
+}
