@@ -86,8 +86,9 @@ impl Closure {
         self.epoch.subscribe()
     }
 
-    /// Trims `obj` (an EndpointSlice or Endpoints, as JSON) to what this node is shown.
-    pub(crate) async fn filter(&self, served: Served, obj: &mut Value) -> Result<(), StoreError> {
+    /// Trims `obj` (an EndpointSlice or Endpoints, as JSON) to what this node is shown; true
+    /// when something was removed.
+    pub(crate) async fn filter(&self, served: Served, obj: &mut Value) -> Result<bool, StoreError> {
         let meta = &obj["metadata"];
         let namespace = meta["namespace"].as_str().unwrap_or("").to_owned();
         let service = match served {
@@ -95,24 +96,21 @@ impl Closure {
             Served::Endpoints => meta["name"].as_str(),
         };
         let Some(service) = service.filter(|s| !s.is_empty()).map(str::to_owned) else {
-            return Ok(());
+            return Ok(false);
         };
         let mode = self.mode(&namespace, &service).await?;
         if mode == Mode::Open {
-            return Ok(());
+            return Ok(false);
         }
         let place = self.place().await?;
-        match served {
+        Ok(match served {
             Served::EndpointSlices => {
                 let hinted =
                     mode == Mode::Hints && self.hinted(&namespace, &service, &place).await?;
-                filter::endpoint_slice(obj, mode, &place, hinted);
+                filter::endpoint_slice(obj, mode, &place, hinted)
             }
-            Served::Endpoints => {
-                filter::endpoints(obj, mode, &place);
-            }
-        }
-        Ok(())
+            Served::Endpoints => filter::endpoints(obj, mode, &place),
+        })
     }
 
     /// Re-reads every input the filter used (before a watch starts or hands out a bookmark).

@@ -152,7 +152,8 @@ async fn body_response(
     Ok(Response::from_parts(parts, Body::from(out)))
 }
 
-/// Filters an object or a list of them; false when it is neither (a Table, metadata, Status).
+/// Filters an object or a list of them; true when something was removed (false for anything
+/// else: a Table, metadata, a Status), so that an untouched answer goes out as it was.
 async fn filter_value(
     closure: &Closure,
     served: Served,
@@ -164,18 +165,18 @@ async fn filter_value(
         Served::Endpoints => ("Endpoints", "EndpointsList"),
     };
     if kind == item {
-        closure.filter(served, value).await.map_err(inputs_error)?;
-        return Ok(true);
+        return closure.filter(served, value).await.map_err(inputs_error);
     }
     if kind != list {
         return Ok(false);
     }
+    let mut removed = false;
     if let Some(items) = value["items"].as_array_mut() {
         for obj in items {
-            closure.filter(served, obj).await.map_err(inputs_error)?;
+            removed |= closure.filter(served, obj).await.map_err(inputs_error)?;
         }
     }
-    Ok(true)
+    Ok(removed)
 }
 
 /// A watch stream, filtered event by event and ended when the epoch moves past `epoch`.
