@@ -318,8 +318,23 @@ async fn each_site_sees_only_its_own_endpoints_of_a_closed_service_and_keeps_the
         .await;
         assert_eq!(listed(edge, OPEN).await, set(&["a1", "b1"]), "open: all");
     }
+    // b1 alone is also what a node that does not hold its group yet sees: wait for shop-b.
+    eventually("b1 holds its NodeGroup", WAIT, || async {
+        b1.held()
+            .await
+            .contains_key("nodegroups.apps.kubeedge.io//shop-b")
+    })
+    .await;
     let (rv, pb_nodes) = listed_protobuf(b1, CLOSED).await;
     assert_eq!(pb_nodes, set(&["b1"]), "protobuf list");
+    let name = cloud_slices.list(&lp).await.unwrap().items[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    let b1_slices: Api<EndpointSlice> = Api::namespaced(b1.lwproxy_client(), "default");
+    let got = b1_slices.get(&name).await.unwrap();
+    assert_eq!(nodes_of([&got]), set(&["b1"]), "get");
     eventually(
         "the JSON watcher holds the group's endpoints",
         WAIT,
