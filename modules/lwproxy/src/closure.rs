@@ -32,7 +32,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use filter::{Mode, Place};
+use filter::Mode;
+pub(crate) use filter::Place;
 
 /// The store collections the filter reads.
 const NODES: &str = "nodes";
@@ -87,8 +88,13 @@ impl Closure {
     }
 
     /// Trims `obj` (an EndpointSlice or Endpoints, as JSON) to what this node is shown; true
-    /// when something was removed.
-    pub(crate) async fn filter(&self, served: Served, obj: &mut Value) -> Result<bool, StoreError> {
+    /// when something was removed. `place` is where this node stands, read once per answer.
+    pub(crate) async fn filter(
+        &self,
+        served: Served,
+        obj: &mut Value,
+        place: &mut Option<Place>,
+    ) -> Result<bool, StoreError> {
         let meta = &obj["metadata"];
         let namespace = meta["namespace"].as_str().unwrap_or("").to_owned();
         let service = match served {
@@ -102,14 +108,17 @@ impl Closure {
         if mode == Mode::Open {
             return Ok(false);
         }
-        let place = self.place().await?;
+        let place = match place {
+            Some(place) => place,
+            None => place.insert(self.place().await?),
+        };
         Ok(match served {
             Served::EndpointSlices => {
                 let hinted =
-                    mode == Mode::Hints && self.hinted(&namespace, &service, &place).await?;
-                filter::endpoint_slice(obj, mode, &place, hinted)
+                    mode == Mode::Hints && self.hinted(&namespace, &service, place).await?;
+                filter::endpoint_slice(obj, mode, place, hinted)
             }
-            Served::Endpoints => filter::endpoints(obj, mode, &place),
+            Served::Endpoints => filter::endpoints(obj, mode, place),
         })
     }
 

@@ -164,8 +164,10 @@ async fn filter_value(
         Served::EndpointSlices => ("EndpointSlice", "EndpointSliceList"),
         Served::Endpoints => ("Endpoints", "EndpointsList"),
     };
+    let mut place = None;
     if kind == item {
-        return closure.filter(served, value).await.map_err(inputs_error);
+        let removed = closure.filter(served, value, &mut place).await;
+        return removed.map_err(inputs_error);
     }
     if kind != list {
         return Ok(false);
@@ -173,7 +175,10 @@ async fn filter_value(
     let mut removed = false;
     if let Some(items) = value["items"].as_array_mut() {
         for obj in items {
-            removed |= closure.filter(served, obj).await.map_err(inputs_error)?;
+            removed |= closure
+                .filter(served, obj, &mut place)
+                .await
+                .map_err(inputs_error)?;
         }
     }
     Ok(removed)
