@@ -179,14 +179,15 @@ impl Closure {
     /// The mode of Service `namespace/name` as the store holds it now.
     async fn mode(&self, namespace: &str, name: &str) -> Result<Mode, StoreError> {
         let key = ObjKey::new(SERVICES, namespace, name);
-        let mode = match self.store.get(&key).await? {
+        let svc = self.store.get(&key).await?;
+        let mode = match &svc {
             Some(svc) => filter::mode(&serde_json::from_slice(&svc.value).unwrap_or_default()),
             None => Mode::Open,
         };
         let id = (namespace.to_owned(), name.to_owned());
         let previous = self.lock().modes.insert(id, mode);
         if previous.is_some_and(|p| p != mode) {
-            self.advance();
+            self.advance(svc.map_or(0, |s| s.revision));
         }
         Ok(mode)
     }
@@ -229,7 +230,7 @@ impl Closure {
         };
         let previous = self.lock().place.replace((revisions, place.clone()));
         if previous.is_some_and(|(_, p)| p != place) {
-            self.advance();
+            self.advance(revisions.0.max(revisions.1));
         }
         Ok(place)
     }
@@ -265,9 +266,11 @@ impl Closure {
         Ok(filter::hints_apply(place.zone.as_deref(), endpoints))
     }
 
-    /// The inputs changed: watches that started before now are stale.
-    fn advance(&self) {
-        let now = self.store.revision();
+    /// The inputs changed, as read from objects at revision `seen` (or older): watches that
+    /// started before now are stale. A read can see a commit before the store's revision
+    /// counter says so; the epoch is never below what was read.
+    fn advance(&self, seen: u64) {
+        let now = self.store.revision().max(seen);
         self.epoch.send_if_modified(|epoch| {
             let moved = now > *epoch;
             *epoch = (*epoch).max(now);
