@@ -23,6 +23,7 @@ pub mod quantity;
 pub mod rbac;
 pub mod scale;
 pub mod selector;
+pub mod sites;
 pub mod status;
 pub mod statuswrite;
 pub mod subscribe;

@@ -35,6 +35,8 @@ pub const ALWAYS_DELIVERED: &[(&str, &str)] = &[
     ("discovery.k8s.io", "endpointslices"),
     ("storage.k8s.io", "csidrivers"),
     ("node.k8s.io", "runtimeclasses"),
+    // The NodeGroup a node belongs to (its site's members, for site-local services).
+    ("apps.kubeedge.io", "nodegroups"),
     // The edge serves the CRDs of the custom resources it holds.
     ("apiextensions.k8s.io", "customresourcedefinitions"),
 ];

@@ -81,6 +81,12 @@ pub async fn run(client: kube::Client, shutdown: CancellationToken) {
         },
         shutdown.clone(),
     );
+    let (queue, svc) = (tx.clone(), services.clone());
+    let zones = crate::topology::Zones::watch(client.clone(), shutdown.clone(), move || {
+        for s in svc.all() {
+            let _ = queue.send(key(&*s));
+        }
+    });
     tokio::spawn(services_task);
     tokio::spawn(pods_task);
     tokio::spawn(slices_task);
@@ -92,6 +98,7 @@ pub async fn run(client: kube::Client, shutdown: CancellationToken) {
         services,
         pods,
         slices,
+        zones,
     };
     let ctx = Arc::new(ctx);
     informer::work(rx, tx, "endpointslice", shutdown, move |k| {
@@ -106,6 +113,7 @@ struct Context {
     services: Arc<Cache<Service>>,
     pods: Arc<Cache<Pod>>,
     slices: Arc<Cache<EndpointSlice>>,
+    zones: crate::topology::Zones,
 }
 
 fn selector(s: &Service) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector> {
@@ -189,6 +197,7 @@ impl Context {
                 }
             }
         }
+        crate::topology::fill(&svc, groups.values_mut().flatten(), &self.zones);
         self.write_slices(&svc, ns, name, groups).await?;
         self.write_endpoints(&svc, ns, name, endpoints_subsets)
             .await

@@ -26,6 +26,7 @@ pub mod nodelifecycle;
 pub mod replicaset;
 pub mod scheduler;
 pub mod statefulset;
+mod topology;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

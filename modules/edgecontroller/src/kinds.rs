@@ -23,6 +23,10 @@ pub(crate) enum Scope {
     /// A kind nodes asked for ([`apimachinery::subscribe`]): every object, to the nodes that
     /// subscribed to it.
     Subscribed,
+    /// KubeEdge's NodeGroups: each to the nodes whose
+    /// [`BELONGING_TO`](apimachinery::sites::BELONGING_TO) label names it (the edge filters
+    /// site-local services with its members).
+    Group,
 }
 
 /// One watched resource type.
@@ -37,6 +41,9 @@ pub(crate) struct Kind {
     pub namespace: Option<String>,
     /// Watch only objects matching this field selector (the CRD of a custom resource).
     pub field_selector: Option<String>,
+    /// The API may not serve the kind (its CRD is not installed): a watch that fails is retried
+    /// quietly (readiness waits for the built-in kinds only).
+    pub optional: bool,
 }
 
 /// The label that makes a Node an edge node.
@@ -54,7 +61,23 @@ impl Kind {
             scope,
             namespace: None,
             field_selector: None,
+            optional: false,
         }
+    }
+
+    /// KubeEdge's NodeGroup (`apps.kubeedge.io/v1alpha1`), whose CRD is there only while the
+    /// site controllers are enabled.
+    pub fn node_group() -> Kind {
+        use apimachinery::sites;
+        let mut kind = Kind::new(
+            sites::NODE_GROUP_GROUP,
+            sites::NODE_GROUP_VERSION,
+            sites::NODE_GROUP_KIND,
+            sites::NODE_GROUPS,
+            Scope::Group,
+        );
+        kind.optional = true;
+        kind
     }
 
     /// The built-in kinds, in a fixed order (their index is their id).
@@ -173,6 +196,20 @@ mod tests {
         assert_eq!(k.scope, Scope::Custom);
         assert!(Kind::custom("devices.kubeedge.io/v1beta1/devices").is_none());
         assert!(Kind::custom("a//b/C").is_none());
+    }
+
+    #[test]
+    fn node_groups_are_optional_and_stored_under_their_group() {
+        let kind = Kind::node_group();
+        assert!(kind.optional);
+        assert_eq!(
+            kind.store_resource(),
+            apimachinery::sites::NODE_GROUP_RESOURCE
+        );
+        assert!(apimachinery::subscribe::is_always_delivered(
+            &kind.group,
+            &kind.plural
+        ));
     }
 
     #[test]

@@ -146,6 +146,8 @@ impl EdgeController {
             kinds.extend(custom);
         }
         let known = known_resources(&kinds);
+        // After the known resources: nodes read their NodeGroup, they do not write it.
+        kinds.push(Kind::node_group());
         let (ready, ready_rx) = latest::channel(false);
         let stats = Arc::new(Stats::default());
         let handle = Handle {
@@ -401,7 +403,14 @@ impl Run<'_> {
     /// cloud has not heard of yet) are left alone: the node renews them on connect.
     fn resync(&self, node: &str, held: &wire::Inventory) -> Vec<Message> {
         let desired = self.state.desired(node);
-        let managed = self.state.managed_resources(node);
+        let mut managed = self.state.managed_resources(node);
+        // An optional kind not listed yet (its CRD absent, or its watch backing off): what the
+        // node holds of it stays until the cloud knows better.
+        for (id, kind) in self.ctl.kinds.iter().enumerate() {
+            if kind.optional && !self.listed.contains(&id) {
+                managed.remove(&kind.store_resource());
+            }
+        }
         let held: wire::Inventory = held
             .iter()
             .filter(|(key, _)| {

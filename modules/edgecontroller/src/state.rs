@@ -3,8 +3,10 @@
 //!
 //! A node holds its Node, its Lease and CSINode, the pods bound to it, the configmaps, secrets and
 //! serviceaccounts those pods reference ([`apimachinery::podrefs`]) (counted per node, so an object shared by two pods
-//! leaves only with the last one), and every global object (services, endpointslices, cluster
-//! objects a kubelet reads).
+//! leaves only with the last one), every global object (services, endpointslices, cluster
+//! objects a kubelet reads), and the NodeGroup its `apps.kubeedge.io/belonging-to` label names
+//! (its site's members, which the edge filters site-local services with): a node whose label
+//! changes loses the old group and gets the new one.
 //!
 //! # Who is an edge node
 //!
@@ -53,8 +55,9 @@ pub(crate) enum Info {
     Plain,
     /// A pod: the node it is bound to (empty: unscheduled) and the keys it references.
     Pod { node: String, refs: Vec<String> },
-    /// A node: whether it carries the edge label.
-    Node { edge: bool },
+    /// A node: whether it carries the edge label, and the NodeGroup its
+    /// [`BELONGING_TO`](apimachinery::sites::BELONGING_TO) label names (empty: none).
+    Node { edge: bool, group: String },
     /// A custom resource: the node it is bound to (`spec.nodeName`; empty: every node).
     Custom { node: String },
 }
@@ -85,6 +88,12 @@ pub(crate) struct State {
     subscribers: HashMap<usize, BTreeSet<String>>,
     /// Subscribed kind → the keys of its objects.
     of_kind: HashMap<usize, BTreeSet<String>>,
+    /// Node → the NodeGroup its label names (nodes in a group only).
+    group_of: HashMap<String, String>,
+    /// NodeGroup name → the nodes whose label names it.
+    members: HashMap<String, BTreeSet<String>>,
+    /// NodeGroup name → its key (the kind's id is not fixed).
+    group_keys: HashMap<String, String>,
 }
 
 // === impl Obj ===
@@ -114,6 +123,10 @@ impl Obj {
             },
             Scope::Node => Info::Node {
                 edge: meta["labels"].get(EDGE_LABEL).is_some(),
+                group: meta["labels"][apimachinery::sites::BELONGING_TO]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into(),
             },
             Scope::Custom => Info::Custom {
                 node: value["spec"]["nodeName"]
@@ -155,6 +168,9 @@ impl State {
             bound_on: HashMap::new(),
             subscribers: HashMap::new(),
             of_kind: HashMap::new(),
+            group_of: HashMap::new(),
+            members: HashMap::new(),
+            group_keys: HashMap::new(),
         }
     }
 
@@ -300,7 +316,7 @@ impl State {
         let labelled = self
             .objects
             .get(&key)
-            .is_some_and(|o| matches!(o.info, Info::Node { edge: true }));
+            .is_some_and(|o| matches!(o.info, Info::Node { edge: true, .. }));
         if !labelled {
             self.edge.remove(node);
         }
@@ -351,8 +367,54 @@ impl State {
                     out.push(Out::Upsert(node, obj.clone()));
                 }
             }
+            Scope::Group => {
+                self.group_keys.insert(obj.id.name.clone(), obj.key.clone());
+                for node in self.group_members(&obj.id.name) {
+                    out.push(Out::Upsert(node, obj.clone()));
+                }
+            }
         }
         out
+    }
+
+    /// The edge nodes whose label names group `group`.
+    fn group_members(&self, group: &str) -> Vec<String> {
+        self.members
+            .get(group)
+            .into_iter()
+            .flatten()
+            .filter(|n| self.edge.contains(*n))
+            .cloned()
+            .collect()
+    }
+
+    /// The NodeGroup object named `group`, if watched.
+    fn group_object(&self, group: &str) -> Option<&Arc<Obj>> {
+        self.objects.get(self.group_keys.get(group)?)
+    }
+
+    /// Node `node` now names group `group` (empty: none); returns the group it named before.
+    fn regroup(&mut self, node: &str, group: &str) -> String {
+        let old = match group.is_empty() {
+            true => self.group_of.remove(node),
+            false => self.group_of.insert(node.to_owned(), group.to_owned()),
+        }
+        .unwrap_or_default();
+        if old != group {
+            if let Some(nodes) = self.members.get_mut(&old) {
+                nodes.remove(node);
+                if nodes.is_empty() {
+                    self.members.remove(&old);
+                }
+            }
+            if !group.is_empty() {
+                self.members
+                    .entry(group.to_owned())
+                    .or_default()
+                    .insert(node.to_owned());
+            }
+        }
+        old
     }
 
     /// An object was deleted.
@@ -363,8 +425,15 @@ impl State {
         let mut out = Vec::new();
         match self.kinds[obj.kind].scope {
             Scope::Node => {
+                self.regroup(&obj.id.name, "");
                 if self.edge.remove(&obj.id.name) {
                     out.push(Out::Delete(obj.id.name.clone(), obj));
+                }
+            }
+            Scope::Group => {
+                self.group_keys.remove(&obj.id.name);
+                for node in self.group_members(&obj.id.name) {
+                    out.push(Out::Delete(node, obj.clone()));
                 }
             }
             Scope::Named => self.to_owner(&obj, Out::Delete, &mut out),
@@ -446,7 +515,9 @@ impl State {
             .iter()
             .filter(|(_, nodes)| nodes.contains(node))
             .flat_map(|(kind, _)| self.of_kind.get(kind).into_iter().flatten());
+        let group = self.group_of.get(node).and_then(|g| self.group_keys.get(g));
         std::iter::once(&node_key)
+            .chain(group)
             .chain(&named)
             .chain(refs)
             .chain(self.globals.iter())
@@ -525,8 +596,13 @@ impl State {
     }
 
     fn node_changed(&mut self, obj: &Arc<Obj>, out: &mut Vec<Out>) {
-        let is_edge =
-            matches!(obj.info, Info::Node { edge: true }) || self.connected.contains(&obj.id.name);
+        let group = match &obj.info {
+            Info::Node { group, .. } => group.as_str(),
+            _ => "",
+        };
+        let old_group = self.regroup(&obj.id.name, group);
+        let is_edge = matches!(obj.info, Info::Node { edge: true, .. })
+            || self.connected.contains(&obj.id.name);
         let was_edge = self.edge.contains(&obj.id.name);
         match (was_edge, is_edge) {
             (false, true) => {
@@ -536,7 +612,18 @@ impl State {
                     out.push(Out::Upsert(obj.id.name.clone(), o));
                 }
             }
-            (true, true) => out.push(Out::Upsert(obj.id.name.clone(), obj.clone())),
+            (true, true) => {
+                out.push(Out::Upsert(obj.id.name.clone(), obj.clone()));
+                if old_group != group {
+                    // Moved between groups: the old one goes, the new one comes.
+                    if let Some(old) = self.group_object(&old_group) {
+                        out.push(Out::Delete(obj.id.name.clone(), old.clone()));
+                    }
+                    if let Some(new) = self.group_object(group) {
+                        out.push(Out::Upsert(obj.id.name.clone(), new.clone()));
+                    }
+                }
+            }
             (true, false) => {
                 self.edge.remove(&obj.id.name);
             }

@@ -69,6 +69,7 @@ async fn watch(client: Client, id: usize, kind: Kind, tx: mpsc::Sender<WatchEven
     let stream = watcher::watcher(api, config).default_backoff();
     futures::pin_mut!(stream);
     let mut listing: Option<Vec<Obj>> = None;
+    let mut failing = false;
     while let Some(event) = stream.next().await {
         let obj = |o: DynamicObject| to_obj(id, &kind, o);
         let sent = match event {
@@ -87,11 +88,21 @@ async fn watch(client: Client, id: usize, kind: Kind, tx: mpsc::Sender<WatchEven
             }
             Ok(watcher::Event::Apply(o)) => tx.send(WatchEvent::Apply(obj(o))).await,
             Ok(watcher::Event::Delete(o)) => tx.send(WatchEvent::Delete(obj(o).key)).await,
+            Err(e) if kind.optional => {
+                // Its CRD is not installed (the site controllers are off): said once, then
+                // retried under the backoff without a word until it is.
+                if !failing {
+                    tracing::info!(resource = %kind.store_resource(), error = %e, "optional kind not served; retrying quietly");
+                }
+                failing = true;
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(resource = %kind.store_resource(), error = %e, "watch failed; retrying");
                 continue;
             }
         };
+        failing = false;
         if sent.is_err() {
             return; // the run loop ended
         }

@@ -11,10 +11,12 @@
 //! for reads; a loopback listener serves only requests naming a loopback host (DNS
 //! rebinding, see [`host`]); forwarded writes carry checked names and are made in the cloud
 //! with this node's rights, never more. A read of a kind the node rules never send the node
-//! is not an empty list: lwproxy subscribes to it at the cloud first ([`subscribe`]).
+//! is not an empty list: lwproxy subscribes to it at the cloud first ([`subscribe`]). What it
+//! serves of EndpointSlices and Endpoints is filtered for this node's site ([`closure`]).
 #![forbid(unsafe_code)]
 
 mod backend;
+mod closure;
 mod config;
 mod crds;
 mod echo;
@@ -77,6 +79,7 @@ pub struct LwProxy {
     subscriptions: Arc<Subscriptions>,
     store: objstore::Store,
     registry: Registry,
+    closure: Arc<closure::Closure>,
     serving: Mutex<Option<Serving>>,
 }
 
@@ -142,7 +145,8 @@ impl LwProxy {
         };
         let listener = TcpListener::bind(config.server).await.map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
-        let app = subscriptions.layer(kapi::router(api));
+        let closure = closure::Closure::new(store.clone());
+        let app = closure::http::layer(closure.clone(), subscriptions.layer(kapi::router(api)));
         let limiter = kapi::ClientLimiter::new(config.client_limits());
         let refusals = Refusals::default();
         let handle = Handle {
@@ -175,6 +179,7 @@ impl LwProxy {
             subscriptions,
             store,
             registry,
+            closure,
             serving: Mutex::new(Some(serving)),
         };
         Ok((proxy, handle))
@@ -215,6 +220,7 @@ impl Module for LwProxy {
         tasks.spawn(self.subscriptions.clone().run(shutdown.clone()));
         let crds = crds::follow(self.store.clone(), self.registry.clone(), shutdown.clone());
         tasks.spawn(crds);
+        tasks.spawn(self.closure.clone().follow(shutdown.clone()));
         let config = self.config.serve_config();
         let serving = kapi::serve(
             s.listener,

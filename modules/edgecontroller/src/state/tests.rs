@@ -434,3 +434,81 @@ fn a_subscribed_kind_goes_only_to_the_nodes_that_subscribed_and_stops_with_the_l
     );
     assert!(s.apply(c).is_empty(), "nobody gets the kind any more");
 }
+
+fn grouped_state() -> State {
+    let mut kinds = Kind::builtins();
+    kinds.push(Kind::node_group());
+    State::new(kinds)
+}
+
+fn grouped_node(s: &State, name: &str, group: &str, rv: &str) -> Obj {
+    let mut labels = json!({EDGE_LABEL: ""});
+    if !group.is_empty() {
+        labels[apimachinery::sites::BELONGING_TO] = json!(group);
+    }
+    obj(
+        s,
+        "nodes",
+        json!({"metadata": {"name": name, "labels": labels, "resourceVersion": rv}}),
+    )
+}
+
+fn group(s: &State, name: &str, members: &[&str], rv: &str) -> Obj {
+    let statuses: Vec<Value> = members
+        .iter()
+        .map(|m| json!({"nodeName": m, "selectionStatus": "Succeeded"}))
+        .collect();
+    obj(
+        s,
+        "nodegroups",
+        json!({"metadata": {"name": name, "resourceVersion": rv}, "status": {"nodeStatuses": statuses}}),
+    )
+}
+
+const GROUP_A: &str = "nodegroups.apps.kubeedge.io//a";
+const GROUP_B: &str = "nodegroups.apps.kubeedge.io//b";
+
+#[test]
+fn a_node_group_goes_to_the_nodes_its_label_names_and_so_do_its_changes() {
+    let mut s = grouped_state();
+    s.apply(grouped_node(&s, "a1", "a", "1"));
+    s.apply(grouped_node(&s, "a2", "a", "2"));
+    s.apply(grouped_node(&s, "b1", "b", "3"));
+    s.apply(grouped_node(&s, "none", "", "4"));
+    let mut got = summary(&s.apply(group(&s, "a", &["a1", "a2"], "5")));
+    got.sort();
+    assert_eq!(got, vec![up("a1", GROUP_A), up("a2", GROUP_A)]);
+    assert_eq!(
+        summary(&s.apply(group(&s, "b", &["b1"], "6"))),
+        vec![up("b1", GROUP_B)]
+    );
+    assert!(s.desired("a1").iter().any(|o| o.key == GROUP_A));
+    assert!(
+        s.desired("none")
+            .iter()
+            .all(|o| o.kind != kind_id(&s, "nodegroups"))
+    );
+    assert_eq!(summary(&s.delete(GROUP_B)), vec![del("b1", GROUP_B)]);
+}
+
+#[test]
+fn a_node_moved_to_another_group_loses_the_old_one_and_gets_the_new_one() {
+    let mut s = grouped_state();
+    s.apply(group(&s, "a", &["a1"], "1"));
+    s.apply(group(&s, "b", &["b1"], "2"));
+    let first = summary(&s.apply(grouped_node(&s, "a1", "a", "3")));
+    assert!(first.contains(&up("a1", GROUP_A)), "{first:?}");
+    let moved = summary(&s.apply(grouped_node(&s, "a1", "b", "4")));
+    assert_eq!(
+        moved,
+        vec![up("a1", "nodes//a1"), del("a1", GROUP_A), up("a1", GROUP_B)]
+    );
+    // Group a's changes no longer reach it; group b's do.
+    assert!(s.apply(group(&s, "a", &[], "5")).is_empty());
+    assert_eq!(
+        summary(&s.apply(group(&s, "b", &["b1", "a1"], "6"))),
+        vec![up("a1", GROUP_B)]
+    );
+    let left = summary(&s.apply(grouped_node(&s, "a1", "", "7")));
+    assert_eq!(left, vec![up("a1", "nodes//a1"), del("a1", GROUP_B)]);
+}
