@@ -33,6 +33,16 @@ pub struct Change<K> {
     pub deleted: bool,
 }
 
+impl<K> Clone for Change<K> {
+    fn clone(&self) -> Self {
+        Change {
+            now: self.now.clone(),
+            before: self.before.clone(),
+            deleted: self.deleted,
+        }
+    }
+}
+
 /// A subscriber: told of each change; must be quick and must not subscribe to the same cache.
 type Handler<K> = Box<dyn FnMut(&Change<K>) + Send>;
 

@@ -128,7 +128,10 @@ async fn the_work_loop_retries_a_failing_key_with_back_off_and_follows_requeues(
             .map(|(_, t)| *t)
             .collect()
     };
-    assert_eq!(at("failing"), [Duration::ZERO, 100 * MS, 300 * MS, 700 * MS]);
+    assert_eq!(
+        at("failing"),
+        [Duration::ZERO, 100 * MS, 300 * MS, 700 * MS]
+    );
     let secs = Duration::from_secs;
     assert_eq!(at("ticking"), [Duration::ZERO, secs(5), secs(10)]);
     assert!(queue.send("after".into()).is_err());
