@@ -8,6 +8,12 @@
 //! controller ([`endpoints`]) the garbage collector ([`gc`]), node lifecycle
 //! without eviction ([`nodelifecycle`]), the CertificateSigningRequest signer
 //! ([`csrsigning`]) and the HorizontalPodAutoscaler controller ([`hpa`]).
+//!
+//! They all run on [`reconciler`]: one watch and one cache per resource for the whole module
+//! (pods kept once, slim, for the scheduler and every workload controller), controller-owner
+//! indexes instead of scans, work queues whose reconciles return an [`reconciler::Action`] and
+//! whose failures back off exponentially. The caches are the module's own unless the process
+//! shares its [`reconciler::Stores`] ([`Controllers::with_stores`]).
 #![forbid(unsafe_code)]
 
 mod config;

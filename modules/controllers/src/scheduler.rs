@@ -1,8 +1,9 @@
 //! The scheduler: binds pods that name no node (and name this scheduler, or none) through the
-//! `binding` subresource, as kube-scheduler does. It follows nodes and pods through the shared caches
-//! ([`reconciler::Stores`]; pods as `slim_pod` keeps them) and keeps what each node holds (requests, host ports, pods per owner) from the bound pods;
-//! a pod it decided on is counted on its node at once ("assumed") so the next decisions see
-//! it before the bind's watch event arrives, and binds run concurrently (`bindConcurrency`).
+//! `binding` subresource, as kube-scheduler does. It follows nodes and pods through the
+//! shared caches ([`reconciler::Stores`]; pods as `slim_pod` keeps them) and keeps what each
+//! node holds (requests, host ports, pods per owner) from the bound pods; a pod it decided on
+//! is counted on its node at once ("assumed") so the next decisions see it before the bind's
+//! watch event arrives, and binds run concurrently (`bindConcurrency`).
 //! A pod that fits nowhere gets `PodScheduled=False` (reason `Unschedulable`, kube-scheduler's
 //! message) and a `FailedScheduling` event, and is tried again when a node changes or every
 //! 30 seconds. Decisions are pure ([`fit`]).
