@@ -283,7 +283,10 @@ async fn drain(mailbox: &mut Mailbox, shutdown: &CancellationToken) {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod liveness_tests {
     use super::*;
 
     #[test]
