@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 
 use futures::Stream;
 use kube::Resource;
-use kube::runtime::watcher::Event;
+use kube::runtime::reflector::Store;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher::{self, Event};
 
 use crate::queue::Queue;
 use crate::{controller_of, key};
@@ -147,6 +149,49 @@ impl<K: Resource> Cache<K> {
             let _ = tx.unbounded_send(c.now.clone());
         });
         rx
+    }
+
+    /// The cache as a kube-runtime reflector `Store` and a trigger stream of every change, for a
+    /// kube-runtime `Controller` over the shared watch (`Controller::for_stream(trigger,
+    /// store)`, `owns_stream`, `watches_stream`; kube's `unstable-runtime-stream-control`
+    /// feature). The `Store` holds its own `Arc`s of the objects (kube's writer copies each
+    /// one), so it suits the small kinds; it is ready (`wait_until_ready`) once this cache has
+    /// read a full list and, when the kind was empty then, seen its first object.
+    pub fn reflect(
+        self: &Arc<Self>,
+    ) -> (
+        Store<K>,
+        impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    )
+    where
+        K: Clone + Resource<DynamicType = ()> + Send + Sync + 'static,
+    {
+        let writer = Arc::new(Mutex::new(Writer::<K>::default()));
+        let store = lock(&writer).as_reader();
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let (cache, into, ready) = (
+            Arc::downgrade(self),
+            writer.clone(),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let done = ready.clone();
+        self.subscribe(move |c| {
+            let obj = (*c.now).clone();
+            let mut writer = lock(&into);
+            writer.apply_watcher_event(&match c.deleted {
+                true => Event::Delete(obj.clone()),
+                false => Event::Apply(obj.clone()),
+            });
+            if !done.load(Ordering::Acquire) && cache.upgrade().is_some_and(|c| c.synced()) {
+                mark_ready(&mut writer);
+                done.store(true, Ordering::Release);
+            }
+            let _ = tx.unbounded_send(Ok(obj));
+        });
+        if self.synced() && !ready.swap(true, Ordering::AcqRel) {
+            mark_ready(&mut lock(&writer));
+        }
+        (store, rx)
     }
 
     /// Takes one watch event: the objects change, then every subscriber is told.
@@ -301,6 +346,19 @@ pub fn queue_owner<K: Resource>(queue: &Queue, kind: &str, change: &Change<K>) {
             let _ = queue.send(format!("{ns}/{}", o.name));
         }
     }
+}
+
+/// Signals a kube writer ready, its objects unchanged (a relist of what it holds).
+fn mark_ready<K>(writer: &mut Writer<K>)
+where
+    K: Clone + Resource<DynamicType = ()>,
+{
+    let held = writer.as_reader().state();
+    writer.apply_watcher_event(&Event::Init);
+    for obj in held {
+        writer.apply_watcher_event(&Event::InitApply((*obj).clone()));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -140,3 +140,31 @@ async fn keyed_and_owners_queue_the_object_and_its_controller() {
     }
     assert_eq!(sent, ["ns/a", "ns/rs-u1"]);
 }
+
+#[tokio::test]
+async fn a_reflected_cache_is_a_ready_kube_store_with_a_trigger_stream() {
+    use futures::StreamExt;
+    use kube::runtime::reflector::ObjectRef;
+
+    let cache = Arc::new(Cache::new(|p| p));
+    cache.apply(Event::Init);
+    cache.apply(Event::InitApply(pod("a", "1", None)));
+    cache.apply(Event::InitDone);
+    let (store, mut trigger) = cache.reflect();
+    tokio::time::timeout(std::time::Duration::from_secs(1), store.wait_until_ready())
+        .await
+        .expect("ready: the cache had read a full list")
+        .unwrap();
+    assert!(store.get(&ObjectRef::new("a").within("ns")).is_some());
+
+    cache.apply(Event::Apply(pod("b", "1", None)));
+    cache.apply(Event::Delete(pod("a", "2", None)));
+    let seen: Vec<String> = (&mut trigger)
+        .take(3)
+        .map(|p| p.unwrap().metadata.name.unwrap())
+        .collect()
+        .await;
+    assert_eq!(seen, ["a", "b", "a"]);
+    assert!(store.get(&ObjectRef::new("a").within("ns")).is_none());
+    assert!(store.get(&ObjectRef::new("b").within("ns")).is_some());
+}
