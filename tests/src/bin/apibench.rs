@@ -18,7 +18,7 @@
 //! client decodes every response either way (into k8s-openapi's types from JSON, into
 //! k8s-pb's messages from protobuf, as client-go decodes into its Go types).
 //!
-//! With `--without controllers` (or `edgecontroller`) cloudcore runs without that module, so
+//! With `--without controllers` (or `edgecontroller`, `scheduler`) cloudcore runs without that module, so
 //! the memory it holds is the difference.
 //!
 //! `cargo build --release -p e2e --bin apibench --bin e2e-cloudcore && target/release/apibench`
@@ -55,9 +55,9 @@ struct Args {
     /// Pod creates, lists and the watch in protobuf instead of JSON.
     #[arg(long)]
     protobuf: bool,
-    /// Runs cloudcore without this module (`controllers`, `edgecontroller`), to see what it
-    /// holds; may be given more than once.
-    #[arg(long, value_parser = ["controllers", "edgecontroller"])]
+    /// Runs cloudcore without this module (`controllers`, `edgecontroller`) or without the
+    /// controllers' scheduler (`scheduler`), to see what it holds; may be given more than once.
+    #[arg(long, value_parser = ["controllers", "edgecontroller", "scheduler"])]
     without: Vec<String>,
 }
 
@@ -73,6 +73,7 @@ async fn main() -> anyhow::Result<()> {
     for module in &args.without {
         match module.as_str() {
             "controllers" => config.modules.controllers.enable = false,
+            "scheduler" => config.modules.controllers.scheduler.enable = false,
             _ => config.modules.edge_controller.enable = false,
         }
     }
