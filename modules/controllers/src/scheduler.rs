@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use reconciler::{Cache, Change, Stores};
@@ -61,12 +62,20 @@ pub async fn run(
     let mut nodes = follow(&stores.cache::<Node>());
     let mut pods = follow(&stores.pods());
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let (unschedulable, reports) = mpsc::unbounded_channel();
+    stores.spawn(report_all(
+        stores.client().clone(),
+        events.clone(),
+        reports,
+        concurrency.max(1),
+        shutdown.clone(),
+    ));
     let mut state = State::default();
     let mut retry = tokio::time::interval(RETRY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let concurrency = concurrency.max(1);
     loop {
-        state.schedule(&stores, concurrency, &done_tx, &events);
+        state.schedule(&stores, concurrency, &done_tx, &events, &unschedulable);
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => return Ok(()),
@@ -238,6 +247,7 @@ impl State {
         concurrency: usize,
         done: &mpsc::UnboundedSender<Bound>,
         events: &Recorder,
+        unschedulable: &mpsc::UnboundedSender<(Arc<Pod>, String)>,
     ) {
         while self.binding < concurrency {
             let Some(uid) = self.queue.pop_front() else {
@@ -285,11 +295,7 @@ impl State {
                     let told = self.unschedulable.get(&uid) == Some(&message);
                     self.unschedulable.insert(uid, message.clone());
                     if !told {
-                        let (client, events) = (stores.client().clone(), events.clone());
-                        stores.spawn(async move {
-                            report_unschedulable(&client, &pod, &message).await;
-                            events.warning(&*pod, "FailedScheduling", &message);
-                        });
+                        let _ = unschedulable.send((pod, message));
                     }
                 }
             }
@@ -344,6 +350,34 @@ async fn bind(client: &kube::Client, pod: &Pod, node: &str) -> Result<(), kube::
     )
     .await
     .map(|_| ())
+}
+
+/// Reports each pod sent on `reports` unschedulable (its condition and an event), at most
+/// `concurrency` at once: a burst of pods that fit nowhere must not become a burst of
+/// connections to the API.
+async fn report_all(
+    client: kube::Client,
+    events: Recorder,
+    reports: mpsc::UnboundedReceiver<(Arc<Pod>, String)>,
+    concurrency: usize,
+    shutdown: CancellationToken,
+) {
+    let reports =
+        futures::stream::unfold(
+            reports,
+            |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
+        );
+    let all = reports.for_each_concurrent(concurrency, |(pod, message)| {
+        let (client, events) = (&client, &events);
+        async move {
+            report_unschedulable(client, &pod, &message).await;
+            events.warning(&*pod, "FailedScheduling", &message);
+        }
+    });
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = all => {}
+    }
 }
 
 async fn report_unschedulable(client: &kube::Client, pod: &Pod, message: &str) {
