@@ -5,6 +5,14 @@
 //! ([`Queue`], [`work`]) reconciles one key at a time, follows the [`Action`] it returns and
 //! retries failures with an exponential [`Backoff`]; watch tasks are tracked and end at
 //! shutdown. Caches hand out `Arc`s: an object is held once however many controllers read it.
+//!
+//! A module plugs in with the process's one [`Stores`] (cloudcore makes it and hands it to each
+//! controller module), then either the same shape as `controllers`:
+//! `let (tx, rx) = queue(); let groups = stores.keyed::<NodeGroup>(&tx);`, other caches
+//! followed with [`Cache::subscribe`] / [`Cache::owners`], and
+//! `work(rx, "nodegroup", shutdown, |key| async { ...; Ok(Action::AwaitChange) })`; or a
+//! kube-runtime `Controller` over the shared watch: `let (store, trigger) =
+//! stores.cache::<NodeGroup>().reflect(); Controller::for_stream(trigger, store)`.
 #![forbid(unsafe_code)]
 
 mod queue;
