@@ -14,34 +14,25 @@ use croner::Cron;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::jiff::{Timestamp, Zoned, tz::TimeZone};
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
+use reconciler::{Action, Cache, Queue, Stores};
 use serde_json::json;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{self, Recorder};
-use crate::informer::{self, Cache, controller_of, controller_ref, ignore_gone};
+use crate::informer::{self, controller_ref, ignore_gone};
 
 /// Controller name.
 pub const NAME: &str = "cronjob-controller";
 const SCHEDULED_AT: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 
 /// Runs the controller until shutdown.
-pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let crons = informer::spawn_keyed::<CronJob>(&client, &tx, &shutdown);
-    let queue = tx.clone();
-    let (jobs, jobs_task) = informer::run(
-        Api::<Job>::all(client.clone()),
-        move |c| {
-            if let Some(o) = controller_of(&*c.now).filter(|o| o.kind == "CronJob") {
-                let ns = c.now.metadata.namespace.as_deref().unwrap_or_default();
-                let _ = queue.send(format!("{ns}/{}", o.name));
-            }
-        },
-        shutdown.clone(),
-    );
-    tokio::spawn(jobs_task);
-    if !informer::wait_synced(&[&*crons, &*jobs], &shutdown).await {
+pub async fn run(stores: Stores, events: Recorder, shutdown: CancellationToken) {
+    let client = stores.client().clone();
+    let (tx, rx) = reconciler::queue();
+    let crons = stores.keyed::<CronJob>(&tx);
+    let jobs = stores.cache::<Job>();
+    jobs.owners("CronJob", &tx);
+    if !reconciler::wait_synced(&[&*crons, &*jobs], &shutdown).await {
         return;
     }
     let ctx = Context {
@@ -52,9 +43,9 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         requeue: tx.clone(),
     };
     let ctx = Arc::new(ctx);
-    informer::work(rx, tx, "cronjob", shutdown, move |k| {
+    reconciler::work(rx, "cronjob", shutdown, move |k| {
         let ctx = ctx.clone();
-        async move { ctx.sync(&k).await }
+        async move { ctx.sync(&k).await.map(|()| Action::AwaitChange) }
     })
     .await;
 }
@@ -64,7 +55,7 @@ struct Context {
     crons: Arc<Cache<CronJob>>,
     jobs: Arc<Cache<Job>>,
     events: Recorder,
-    requeue: mpsc::UnboundedSender<String>,
+    requeue: Queue,
 }
 
 fn finished(job: &Job) -> Option<&'static str> {
@@ -102,7 +93,7 @@ pub fn schedule(expr: &str, zone: Option<&str>) -> Result<(Cron, TimeZone), Stri
 
 impl Context {
     fn later(&self, k: &str, after: Duration) {
-        informer::later(&self.requeue, k, after);
+        self.requeue.later(k, after);
     }
 
     async fn sync(&self, k: &str) -> Result<(), kube::Error> {
@@ -115,12 +106,7 @@ impl Context {
         let uid = cj.metadata.uid.clone().unwrap_or_default();
         let ns = cj.metadata.namespace.clone().unwrap_or_default();
         let spec = cj.spec.clone().unwrap_or_default();
-        let mut owned: Vec<Arc<Job>> = self
-            .jobs
-            .all()
-            .into_iter()
-            .filter(|j| controller_of(&**j).is_some_and(|o| o.uid == uid))
-            .collect();
+        let mut owned: Vec<Arc<Job>> = self.jobs.owned_by(&uid);
         owned.sort_by_key(|j| {
             j.metadata
                 .creation_timestamp

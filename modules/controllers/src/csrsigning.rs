@@ -13,11 +13,9 @@ use std::time::Duration;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kube::api::{Api, Patch, PatchParams};
 use pki::Usage;
+use reconciler::{Cache, Stores};
 use serde_json::json;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-use crate::informer::{self, Cache};
 
 /// Name of the controller (field manager).
 pub const NAME: &str = "csrsigning-controller";
@@ -49,29 +47,24 @@ pub enum Action {
 }
 
 /// Runs the controller until shutdown, signing with `ca`; no certificate outlives `max`.
-pub async fn run(
-    client: kube::Client,
-    ca: Arc<pki::Ca>,
-    max: Duration,
-    shutdown: CancellationToken,
-) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let csrs = informer::spawn_keyed::<CertificateSigningRequest>(&client, &tx, &shutdown);
+pub async fn run(stores: Stores, ca: Arc<pki::Ca>, max: Duration, shutdown: CancellationToken) {
+    let client = stores.client().clone();
+    let (tx, rx) = reconciler::queue();
+    let csrs = stores.keyed::<CertificateSigningRequest>(&tx);
     let api: Api<CertificateSigningRequest> = Api::all(client);
-    loop {
-        let name = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            k = rx.recv() => match k { Some(k) => k, None => return },
-        };
-        if let Err(e) = sync(&api, &csrs, &ca, max, &name).await {
-            tracing::info!(csr = %name, error = %e, "certificate signing request not settled; retrying");
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(RETRY).await;
-                let _ = tx.send(name);
-            });
+    let backoff = reconciler::Backoff {
+        base: RETRY,
+        max: RETRY * 30,
+    };
+    reconciler::work_with(rx, "csrsigning", backoff, shutdown, |name| {
+        let (api, csrs, ca) = (&api, &csrs, &ca);
+        async move {
+            sync(api, csrs, ca, max, &name)
+                .await
+                .map(|()| reconciler::Action::AwaitChange)
         }
-    }
+    })
+    .await
 }
 
 /// What `csr` calls for, no certificate lasting longer than `max`.

@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
+use reconciler::{Action, Cache, Stores};
 use serde_json::json;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::deployment::{scaled, template_hash};
 use crate::events::Recorder;
-use crate::informer::{self, Cache, controller_of, controller_ref, key};
+use crate::informer::{self, controller_ref, key};
 use crate::replicaset::{is_active, ready_since};
 use crate::scheduler::fit::{self, NodeInfo};
 
@@ -47,23 +47,20 @@ fn daemon_tolerations(host_network: bool) -> Vec<serde_json::Value> {
 }
 
 /// Runs the controller until shutdown.
-pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let sets = informer::spawn_keyed::<DaemonSet>(&client, &tx, &shutdown);
-    let pods = informer::spawn_owned_pods(&client, "DaemonSet", &tx, &shutdown);
+pub async fn run(stores: Stores, events: Recorder, shutdown: CancellationToken) {
+    let client = stores.client().clone();
+    let (tx, rx) = reconciler::queue();
+    let sets = stores.keyed::<DaemonSet>(&tx);
+    let pods = stores.owned_pods("DaemonSet", &tx);
     // A node change concerns every DaemonSet.
     let (queue, all) = (tx.clone(), sets.clone());
-    let (nodes, nodes_task) = informer::run(
-        Api::<Node>::all(client.clone()),
-        move |_| {
-            for ds in all.all() {
-                let _ = queue.send(key(&*ds));
-            }
-        },
-        shutdown.clone(),
-    );
-    tokio::spawn(nodes_task);
-    if !informer::wait_synced(&[&*sets, &*pods, &*nodes], &shutdown).await {
+    let nodes = stores.cache::<Node>();
+    nodes.subscribe(move |_| {
+        for ds in all.all() {
+            let _ = queue.send(key(&*ds));
+        }
+    });
+    if !reconciler::wait_synced(&[&*sets, &*pods, &*nodes], &shutdown).await {
         return;
     }
     let ctx = Context {
@@ -75,9 +72,9 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         creating: Mutex::default(),
     };
     let ctx = Arc::new(ctx);
-    informer::work(rx, tx, "daemonset", shutdown, move |k| {
+    reconciler::work(rx, "daemonset", shutdown, move |k| {
         let ctx = ctx.clone();
-        async move { ctx.sync(&k).await }
+        async move { ctx.sync(&k).await.map(|()| Action::AwaitChange) }
     })
     .await;
 }
@@ -126,9 +123,8 @@ impl Context {
         let hash = template_hash(&spec.template);
         let template_pod = self.template_pod(&ds, &hash, None);
         let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
-        for p in self.pods.all() {
-            if controller_of(&*p).is_some_and(|o| o.uid == uid)
-                && is_active(&p)
+        for p in self.pods.owned_by(&uid) {
+            if is_active(&p)
                 && let Some(n) = target_node(&p)
             {
                 by_node.entry(n).or_default().push(p);
@@ -207,9 +203,8 @@ impl Context {
             .max(1);
             let unavailable = self
                 .pods
-                .all()
+                .owned_by(&uid)
                 .into_iter()
-                .filter(|p| controller_of(&**p).is_some_and(|o| o.uid == uid))
                 .filter(|p| !is_active(p) || ready_since(p).is_none())
                 .count() as i32;
             let mut budget = (max_unavailable - unavailable).max(0);
@@ -309,9 +304,9 @@ impl Context {
         let uid = ds.metadata.uid.clone().unwrap_or_default();
         let pods: Vec<Arc<Pod>> = self
             .pods
-            .all()
+            .owned_by(&uid)
             .into_iter()
-            .filter(|p| controller_of(&**p).is_some_and(|o| o.uid == uid) && is_active(p))
+            .filter(|p| is_active(p))
             .collect();
         let scheduled = pods
             .iter()

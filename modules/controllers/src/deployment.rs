@@ -14,12 +14,12 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use reconciler::{Action, Cache, Queue, Stores};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::Recorder;
-use crate::informer::{self, Cache, controller_of, controller_ref, key};
+use crate::informer::{self, controller_ref, key};
 
 /// Controller name.
 pub const NAME: &str = "deployment-controller";
@@ -29,17 +29,13 @@ const DESIRED: &str = "deployment.kubernetes.io/desired-replicas";
 const MAX: &str = "deployment.kubernetes.io/max-replicas";
 
 /// Runs the controller until shutdown.
-pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let deployments = informer::spawn_keyed::<Deployment>(&client, &tx, &shutdown);
-    let queue = tx.clone();
-    let (sets, s_task) = informer::run(
-        Api::<ReplicaSet>::all(client.clone()),
-        move |c| informer::queue_owner(&queue, "Deployment", &c),
-        shutdown.clone(),
-    );
-    tokio::spawn(s_task);
-    if !informer::wait_synced(&[&*deployments, &*sets], &shutdown).await {
+pub async fn run(stores: Stores, events: Recorder, shutdown: CancellationToken) {
+    let client = stores.client().clone();
+    let (tx, rx) = reconciler::queue();
+    let deployments = stores.keyed::<Deployment>(&tx);
+    let sets = stores.cache::<ReplicaSet>();
+    sets.owners("Deployment", &tx);
+    if !reconciler::wait_synced(&[&*deployments, &*sets], &shutdown).await {
         return;
     }
     let ctx = Context {
@@ -50,9 +46,9 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         requeue: tx.clone(),
     };
     let ctx = Arc::new(ctx);
-    informer::work(rx, tx, "deployment", shutdown, move |k| {
+    reconciler::work(rx, "deployment", shutdown, move |k| {
         let ctx = ctx.clone();
-        async move { ctx.sync(&k).await }
+        async move { ctx.sync(&k).await.map(|()| Action::AwaitChange) }
     })
     .await;
 }
@@ -63,7 +59,7 @@ struct Context {
     sets: Arc<Cache<ReplicaSet>>,
     events: Recorder,
     /// The work queue, for a look again when the progress deadline runs out.
-    requeue: mpsc::UnboundedSender<String>,
+    requeue: Queue,
 }
 
 /// The hash kube-controller-manager labels a template's pods with: FNV-1a over the template,
@@ -147,9 +143,8 @@ impl Context {
         let want = spec.replicas.unwrap_or(1).max(0);
         let mut owned: Vec<Arc<ReplicaSet>> = self
             .sets
-            .all()
+            .owned_by(&uid)
             .into_iter()
-            .filter(|rs| controller_of(&**rs).is_some_and(|o| o.uid == uid))
             .filter(|rs| rs.metadata.deletion_timestamp.is_none())
             .collect();
         owned.sort_by_key(|rs| revision(rs));
@@ -571,7 +566,7 @@ impl Context {
         if let Some(p) = progress(&rollout) {
             if let Some(wait) = p.deadline_in {
                 let after = std::time::Duration::from_secs(wait.max(0) as u64 + 1);
-                informer::later(&self.requeue, &key(d), after);
+                self.requeue.later(&key(d), after);
             }
             conditions.push(condition(
                 "Progressing",

@@ -11,15 +11,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, PostParams};
+use reconciler::{Action, Cache, Stores};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::informer::{self, Cache, controller_ref, ignore_gone, key, selects};
+use crate::informer::{controller_ref, ignore_gone, key, selects};
 
 /// Controller name.
 pub const NAME: &str = "endpointslice-controller";
@@ -34,63 +34,48 @@ const PER_SLICE: usize = 100;
 type Port = (String, i32, String);
 
 /// Runs both controllers until shutdown.
-pub async fn run(client: kube::Client, shutdown: CancellationToken) {
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let queue = tx.clone();
-    let (services, services_task) = informer::run(
-        Api::<Service>::all(client.clone()),
-        move |c| {
-            let _ = queue.send(key(&*c.now));
-        },
-        shutdown.clone(),
-    );
+pub async fn run(stores: Stores, shutdown: CancellationToken) {
+    let client = stores.client().clone();
+    let (tx, rx) = reconciler::queue();
+    let services = stores.keyed::<Service>(&tx);
     // A pod change concerns the Services of its namespace that select it (now or before).
     let (queue, svc) = (tx.clone(), services.clone());
-    let (pods, pods_task) = informer::run_slim(
-        Api::<Pod>::all(client.clone()),
-        informer::slim_pod,
-        move |c| {
-            let ns = c.now.metadata.namespace.clone().unwrap_or_default();
-            for s in svc.all() {
-                if s.metadata.namespace.as_deref() != Some(ns.as_str()) {
-                    continue;
-                }
-                let Some(sel) = selector(&s) else { continue };
-                let hit = [Some(&c.now), c.before.as_ref()]
-                    .into_iter()
-                    .flatten()
-                    .any(|p| selects_pod(&sel, p));
-                if hit {
-                    let _ = queue.send(key(&*s));
-                }
+    let pods = stores.pods();
+    pods.subscribe(move |c| {
+        let ns = c.now.metadata.namespace.clone().unwrap_or_default();
+        for s in svc.all() {
+            if s.metadata.namespace.as_deref() != Some(ns.as_str()) {
+                continue;
             }
-        },
-        shutdown.clone(),
-    );
+            let Some(sel) = selector(&s) else { continue };
+            let hit = [Some(&c.now), c.before.as_ref()]
+                .into_iter()
+                .flatten()
+                .any(|p| selects_pod(&sel, p));
+            if hit {
+                let _ = queue.send(key(&*s));
+            }
+        }
+    });
     let queue = tx.clone();
-    let (slices, slices_task) = informer::run(
-        Api::<EndpointSlice>::all(client.clone()),
-        move |c| {
-            let labels = c.now.metadata.labels.clone().unwrap_or_default();
-            if labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
-                && let Some(svc) = labels.get(SERVICE_NAME_LABEL)
-            {
-                let ns = c.now.metadata.namespace.clone().unwrap_or_default();
-                let _ = queue.send(format!("{ns}/{svc}"));
-            }
-        },
-        shutdown.clone(),
-    );
+    let slices = stores.cache::<EndpointSlice>();
+    slices.subscribe(move |c| {
+        let labels = c.now.metadata.labels.clone().unwrap_or_default();
+        if labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
+            && let Some(svc) = labels.get(SERVICE_NAME_LABEL)
+        {
+            let ns = c.now.metadata.namespace.clone().unwrap_or_default();
+            let _ = queue.send(format!("{ns}/{svc}"));
+        }
+    });
     let (queue, svc) = (tx.clone(), services.clone());
-    let zones = crate::topology::Zones::watch(client.clone(), shutdown.clone(), move || {
+    let nodes = stores.cache::<Node>();
+    let zones = crate::topology::Zones::follow(&nodes, move || {
         for s in svc.all() {
             let _ = queue.send(key(&*s));
         }
     });
-    tokio::spawn(services_task);
-    tokio::spawn(pods_task);
-    tokio::spawn(slices_task);
-    if !informer::wait_synced(&[&*services, &*pods, &*slices], &shutdown).await {
+    if !reconciler::wait_synced(&[&*services, &*pods, &*slices, &*nodes], &shutdown).await {
         return;
     }
     let ctx = Context {
@@ -101,9 +86,9 @@ pub async fn run(client: kube::Client, shutdown: CancellationToken) {
         zones,
     };
     let ctx = Arc::new(ctx);
-    informer::work(rx, tx, "endpointslice", shutdown, move |k| {
+    reconciler::work(rx, "endpointslice", shutdown, move |k| {
         let ctx = ctx.clone();
-        async move { ctx.sync(&k).await }
+        async move { ctx.sync(&k).await.map(|()| Action::AwaitChange) }
     })
     .await;
 }

@@ -47,7 +47,8 @@ enum Seen {
 }
 
 /// Runs the collector until shutdown.
-pub async fn run(client: kube::Client, shutdown: CancellationToken) {
+pub async fn run(stores: reconciler::Stores, shutdown: CancellationToken) {
+    let client = stores.client().clone();
     let (tx, mut rx) = mpsc::unbounded_channel::<Seen>();
     let mut watched: HashSet<String> = HashSet::new();
     let mut unsynced: HashSet<String> = HashSet::new();
@@ -74,7 +75,7 @@ pub async fn run(client: kube::Client, shutdown: CancellationToken) {
                                     continue;
                                 }
                                 unsynced.insert(id.clone());
-                                tokio::spawn(watch(client.clone(), ar, namespaced, id, tx.clone(), shutdown.clone()));
+                                stores.spawn(watch(client.clone(), ar, namespaced, id, tx.clone(), shutdown.clone()));
                             }
                         }
                     }

@@ -15,7 +15,9 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::informer::{Cache, controller_of, controller_ref, ignore_gone};
+use reconciler::Cache;
+
+use crate::informer::{controller_of, controller_ref, ignore_gone};
 
 /// The label a revision (and the pods made from it) carries its hash in.
 pub const HASH_LABEL: &str = "controller-revision-hash";
@@ -41,9 +43,8 @@ pub fn hash(bytes: &[u8]) -> String {
 /// The revisions `uid` controls, oldest first.
 pub fn owned(cache: &Cache<ControllerRevision>, uid: &str) -> Vec<Arc<ControllerRevision>> {
     let mut revisions: Vec<Arc<ControllerRevision>> = cache
-        .all()
+        .owned_by(uid)
         .into_iter()
-        .filter(|r| controller_of(&**r).is_some_and(|o| o.uid == uid))
         .filter(|r| r.metadata.deletion_timestamp.is_none())
         .collect();
     revisions.sort_by_key(|r| r.revision);

@@ -22,12 +22,12 @@ use std::time::Duration;
 use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscaler, MetricSpec};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use reconciler::{Action, Cache, Stores};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::Recorder;
-use crate::informer::{self, Cache};
+use crate::informer;
 use normalize::{History, Policies, Policy, Rules, ScaleEvent};
 use replicas::{PodState, Proposal, Target};
 
@@ -63,23 +63,13 @@ impl Default for HpaConfig {
 }
 
 /// Runs the controller until shutdown.
-pub async fn run(
-    client: kube::Client,
-    config: HpaConfig,
-    events: Recorder,
-    shutdown: CancellationToken,
-) {
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let hpas = informer::spawn_keyed::<HorizontalPodAutoscaler>(&client, &tx, &shutdown);
-    if !informer::wait_synced(&[&*hpas], &shutdown).await {
+pub async fn run(stores: Stores, config: HpaConfig, events: Recorder, shutdown: CancellationToken) {
+    let client = stores.client().clone();
+    let (tx, rx) = reconciler::queue();
+    let hpas = stores.keyed::<HorizontalPodAutoscaler>(&tx);
+    if !reconciler::wait_synced(&[&*hpas], &shutdown).await {
         return;
     }
-    tokio::spawn(resync(
-        hpas.clone(),
-        tx.clone(),
-        config.sync_period,
-        shutdown.clone(),
-    ));
     let ctx = Arc::new(Context {
         client,
         hpas,
@@ -87,31 +77,18 @@ pub async fn run(
         config,
         history: Mutex::new(HashMap::new()),
     });
-    informer::work(rx, tx, "horizontalpodautoscaler", shutdown, move |k| {
+    // Autoscalers are evaluated on time, not only on change: each again after the period.
+    reconciler::work(rx, "horizontalpodautoscaler", shutdown, move |k| {
         let ctx = ctx.clone();
-        async move { ctx.sync(&k).await }
+        async move {
+            ctx.sync(&k).await?;
+            Ok::<_, kube::Error>(match ctx.hpas.get(&k) {
+                Some(_) => Action::requeue(ctx.config.sync_period),
+                None => Action::AwaitChange,
+            })
+        }
     })
     .await;
-}
-
-/// Queues every autoscaler each period (they are evaluated on time, not only on change).
-async fn resync(
-    hpas: Arc<Cache<HorizontalPodAutoscaler>>,
-    tx: mpsc::UnboundedSender<String>,
-    period: Duration,
-    shutdown: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(period);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {
-                for hpa in hpas.all() {
-                    let _ = tx.send(informer::key(&*hpa));
-                }
-            }
-        }
-    }
 }
 
 struct Context {

@@ -16,23 +16,24 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
+use reconciler::{Action, Cache, Queue, Stores};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::Recorder;
-use crate::informer::{self, Cache, controller_of, controller_ref, ignore_gone, key};
+use crate::informer::{self, controller_ref, ignore_gone, key};
 
 /// Controller name.
 pub const NAME: &str = "job-controller";
 const INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
 
 /// Runs the controller until shutdown.
-pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let jobs = informer::spawn_keyed::<Job>(&client, &tx, &shutdown);
-    let pods = informer::spawn_owned_pods(&client, "Job", &tx, &shutdown);
-    if !informer::wait_synced(&[&*jobs, &*pods], &shutdown).await {
+pub async fn run(stores: Stores, events: Recorder, shutdown: CancellationToken) {
+    let client = stores.client().clone();
+    let (tx, rx) = reconciler::queue();
+    let jobs = stores.keyed::<Job>(&tx);
+    let pods = stores.owned_pods("Job", &tx);
+    if !reconciler::wait_synced(&[&*jobs, &*pods], &shutdown).await {
         return;
     }
     let ctx = Context {
@@ -44,9 +45,9 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         creating: std::sync::Mutex::default(),
     };
     let ctx = Arc::new(ctx);
-    informer::work(rx, tx, "job", shutdown, move |k| {
+    reconciler::work(rx, "job", shutdown, move |k| {
         let ctx = ctx.clone();
-        async move { ctx.sync(&k).await }
+        async move { ctx.sync(&k).await.map(|()| Action::AwaitChange) }
     })
     .await;
 }
@@ -56,7 +57,7 @@ struct Context {
     jobs: Arc<Cache<Job>>,
     pods: Arc<Cache<Pod>>,
     events: Recorder,
-    requeue: mpsc::UnboundedSender<String>,
+    requeue: Queue,
     /// Pods created and not seen yet, by Job uid (with when).
     creating: std::sync::Mutex<std::collections::HashMap<String, (usize, std::time::Instant)>>,
 }
@@ -79,7 +80,7 @@ fn has_condition(job: &Job, kind: &str) -> bool {
 
 impl Context {
     fn later(&self, k: &str, after: Duration) {
-        informer::later(&self.requeue, k, after);
+        self.requeue.later(k, after);
     }
 
     async fn sync(&self, k: &str) -> Result<(), kube::Error> {
@@ -92,12 +93,7 @@ impl Context {
         let uid = job.metadata.uid.clone().unwrap_or_default();
         let ns = job.metadata.namespace.clone().unwrap_or_default();
         let spec = job.spec.clone().unwrap_or_default();
-        let pods: Vec<Arc<Pod>> = self
-            .pods
-            .all()
-            .into_iter()
-            .filter(|p| controller_of(&**p).is_some_and(|o| o.uid == uid))
-            .collect();
+        let pods: Vec<Arc<Pod>> = self.pods.owned_by(&uid);
         let active: Vec<&Arc<Pod>> = pods
             .iter()
             .filter(|p| {

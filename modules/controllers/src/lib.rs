@@ -8,6 +8,12 @@
 //! controller ([`endpoints`]) the garbage collector ([`gc`]), node lifecycle
 //! without eviction ([`nodelifecycle`]), the CertificateSigningRequest signer
 //! ([`csrsigning`]) and the HorizontalPodAutoscaler controller ([`hpa`]).
+//!
+//! They all run on [`reconciler`]: one watch and one cache per resource for the whole module
+//! (pods kept once, slim, for the scheduler and every workload controller), controller-owner
+//! indexes instead of scans, work queues whose reconciles return an [`reconciler::Action`] and
+//! whose failures back off exponentially. The caches are the module's own unless the process
+//! shares its [`reconciler::Stores`] ([`Controllers::with_stores`]).
 #![forbid(unsafe_code)]
 
 mod config;
@@ -32,6 +38,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use beehive::{Context, Mailbox, Module, ModuleError};
+use reconciler::Stores;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -45,6 +52,8 @@ pub struct Controllers {
     config: Config,
     client: kube::Client,
     signer: Option<std::sync::Arc<pki::Ca>>,
+    /// The shared caches, when the process shares them with other modules.
+    stores: Option<Stores>,
     liveness: Liveness,
 }
 
@@ -72,6 +81,7 @@ impl Controllers {
             config,
             client,
             signer: None,
+            stores: None,
             liveness: Liveness::default(),
         }
     }
@@ -92,6 +102,13 @@ impl Controllers {
             let _running = running;
             run.await
         });
+    }
+
+    /// Reads the cluster through `stores` (one watch and cache per resource, shared with the
+    /// process's other controllers) instead of caches of its own.
+    pub fn with_stores(mut self, stores: Stores) -> Controllers {
+        self.stores = Some(stores);
+        self
     }
 
     /// Signs CertificateSigningRequests for kube's signers with `ca` ([`csrsigning`]): the CA
@@ -124,6 +141,13 @@ impl Module for Controllers {
     ) -> Result<(), ModuleError> {
         let tasks = tokio_util::task::TaskTracker::new();
         let stop = shutdown.child_token();
+        // One watch and cache per resource for every controller here; our own when the
+        // process gave none, stopped with us.
+        let own = self.stores.is_none();
+        let stores = self
+            .stores
+            .clone()
+            .unwrap_or_else(|| Stores::new(self.client.clone(), stop.clone()));
         let recorder = |component: &'static str| {
             let (events, writer) =
                 events::Recorder::new(self.client.clone(), component, stop.clone());
@@ -132,7 +156,7 @@ impl Module for Controllers {
         };
         if self.config.scheduler.enable {
             let run = scheduler::run(
-                self.client.clone(),
+                stores.clone(),
                 self.config.scheduler.bind_concurrency,
                 recorder(scheduler::NAME),
                 stop.clone(),
@@ -147,54 +171,42 @@ impl Module for Controllers {
         }
         self.spawn_controller(
             &tasks,
-            replicaset::run(
-                self.client.clone(),
-                recorder(replicaset::NAME),
-                stop.clone(),
-            ),
+            replicaset::run(stores.clone(), recorder(replicaset::NAME), stop.clone()),
         );
-        self.spawn_controller(&tasks, endpoints::run(self.client.clone(), stop.clone()));
-        self.spawn_controller(&tasks, gc::run(self.client.clone(), stop.clone()));
+        self.spawn_controller(&tasks, endpoints::run(stores.clone(), stop.clone()));
+        self.spawn_controller(&tasks, gc::run(stores.clone(), stop.clone()));
         self.spawn_controller(
             &tasks,
-            job::run(self.client.clone(), recorder(job::NAME), stop.clone()),
+            job::run(stores.clone(), recorder(job::NAME), stop.clone()),
         );
         self.spawn_controller(
             &tasks,
-            cronjob::run(self.client.clone(), recorder(cronjob::NAME), stop.clone()),
+            cronjob::run(stores.clone(), recorder(cronjob::NAME), stop.clone()),
         );
         self.spawn_controller(
             &tasks,
-            daemonset::run(self.client.clone(), recorder(daemonset::NAME), stop.clone()),
+            daemonset::run(stores.clone(), recorder(daemonset::NAME), stop.clone()),
         );
         self.spawn_controller(
             &tasks,
             nodelifecycle::run(
-                self.client.clone(),
+                stores.clone(),
                 self.config.node_monitor_grace_period,
                 stop.clone(),
             ),
         );
         self.spawn_controller(
             &tasks,
-            statefulset::run(
-                self.client.clone(),
-                recorder(statefulset::NAME),
-                stop.clone(),
-            ),
+            statefulset::run(stores.clone(), recorder(statefulset::NAME), stop.clone()),
         );
         self.spawn_controller(
             &tasks,
-            deployment::run(
-                self.client.clone(),
-                recorder(deployment::NAME),
-                stop.clone(),
-            ),
+            deployment::run(stores.clone(), recorder(deployment::NAME), stop.clone()),
         );
         self.spawn_controller(
             &tasks,
             hpa::run(
-                self.client.clone(),
+                stores.clone(),
                 self.config.horizontal_pod_autoscaler.clone(),
                 recorder(hpa::NAME),
                 stop.clone(),
@@ -204,7 +216,7 @@ impl Module for Controllers {
             self.spawn_controller(
                 &tasks,
                 csrsigning::run(
-                    self.client.clone(),
+                    stores.clone(),
                     ca.clone(),
                     self.config.cluster_signing_duration,
                     stop.clone(),
@@ -216,6 +228,9 @@ impl Module for Controllers {
         stop.cancel();
         tasks.close();
         tasks.wait().await;
+        if own {
+            stores.stopped().await;
+        }
         Ok(())
     }
 }
@@ -269,7 +284,10 @@ async fn drain(mailbox: &mut Mailbox, shutdown: &CancellationToken) {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod liveness_tests {
     use super::*;
 
     #[test]

@@ -13,10 +13,9 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, Patch, PatchParams};
+use reconciler::{Cache, Stores};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-use crate::informer::{self, Cache};
 
 /// How often nodes are looked at (kube-controller-manager's `--node-monitor-period`).
 const MONITOR_PERIOD: Duration = Duration::from_secs(5);
@@ -25,16 +24,10 @@ const NOT_READY: &str = "node.kubernetes.io/not-ready";
 const CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
 
 /// Runs the controller until shutdown; `grace` is how long a silent node stays Ready.
-pub async fn run(client: kube::Client, grace: Duration, shutdown: CancellationToken) {
-    let (nodes, nodes_task) =
-        informer::run(Api::<Node>::all(client.clone()), |_| {}, shutdown.clone());
-    let (leases, leases_task) = informer::run(
-        Api::<Lease>::namespaced(client.clone(), "kube-node-lease"),
-        |_| {},
-        shutdown.clone(),
-    );
-    tokio::spawn(nodes_task);
-    tokio::spawn(leases_task);
+pub async fn run(stores: Stores, grace: Duration, shutdown: CancellationToken) {
+    let client = stores.client().clone();
+    let nodes = stores.cache::<Node>();
+    let leases = stores.cache::<Lease>();
     let mut tick = tokio::time::interval(MONITOR_PERIOD.min(grace));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // When each node was first seen by this controller: a node is given the grace period from

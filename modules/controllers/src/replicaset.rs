@@ -16,12 +16,12 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use reconciler::{Action, Cache, Stores};
 use serde_json::json;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{self, Recorder};
-use crate::informer::{self, Cache, controller_of, controller_ref, key};
+use crate::informer::{self, controller_of, controller_ref, key};
 
 /// Controller name (events' source).
 pub const NAME: &str = "replicaset-controller";
@@ -45,48 +45,43 @@ struct Expected {
 type Expectations = Arc<Mutex<HashMap<String, Expected>>>;
 
 /// Runs the controller until shutdown.
-pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
+pub async fn run(stores: Stores, events: Recorder, shutdown: CancellationToken) {
+    let client = stores.client().clone();
+    let (tx, rx) = reconciler::queue();
     let expectations: Expectations = Arc::default();
-    let sets = informer::spawn_keyed::<ReplicaSet>(&client, &tx, &shutdown);
+    let sets = stores.keyed::<ReplicaSet>(&tx);
     let (queue, seen) = (tx.clone(), expectations.clone());
-    let (pods, pods_task) = informer::run_slim(
-        Api::<Pod>::all(client.clone()),
-        informer::slim_pod,
-        move |c| {
-            for pod in [Some(&c.now), c.before.as_ref()].into_iter().flatten() {
-                let Some(owner) = controller_of(&**pod).filter(|o| o.kind == "ReplicaSet") else {
-                    continue;
-                };
-                let mut exp = seen.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(e) = exp.get_mut(&owner.uid) {
-                    if c.deleted || pod.metadata.deletion_timestamp.is_some() {
-                        e.deletes.remove(&key(&**pod));
-                    } else if c.before.is_none() {
-                        e.adds -= 1;
-                    }
+    let pods = stores.pods();
+    pods.subscribe(move |c| {
+        for pod in [Some(&c.now), c.before.as_ref()].into_iter().flatten() {
+            let Some(owner) = controller_of(&**pod).filter(|o| o.kind == "ReplicaSet") else {
+                continue;
+            };
+            let mut exp = seen.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(e) = exp.get_mut(&owner.uid) {
+                if c.deleted || pod.metadata.deletion_timestamp.is_some() {
+                    e.deletes.remove(&key(&**pod));
+                } else if c.before.is_none() {
+                    e.adds -= 1;
                 }
-                let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-                let _ = queue.send(format!("{ns}/{}", owner.name));
             }
-        },
-        shutdown.clone(),
-    );
-    tokio::spawn(pods_task);
+            let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+            let _ = queue.send(format!("{ns}/{}", owner.name));
+        }
+    });
     let ctx = Context {
         client,
         sets,
         pods,
         expectations,
         events,
-        requeue: tx.clone(),
     };
     // Nothing is decided before both caches hold a full list.
-    if !informer::wait_synced(&[&*ctx.sets, &*ctx.pods], &shutdown).await {
+    if !reconciler::wait_synced(&[&*ctx.sets, &*ctx.pods], &shutdown).await {
         return;
     }
     let ctx = Arc::new(ctx);
-    informer::work(rx, tx, "replicaset", shutdown, move |k| {
+    reconciler::work(rx, "replicaset", shutdown, move |k| {
         let ctx = ctx.clone();
         async move { ctx.sync(&k).await }
     })
@@ -99,32 +94,21 @@ struct Context {
     pods: Arc<Cache<Pod>>,
     expectations: Expectations,
     events: Recorder,
-    requeue: mpsc::UnboundedSender<String>,
 }
 
 // === impl Context ===
 
 impl Context {
-    async fn sync(&self, k: &str) -> Result<(), kube::Error> {
+    async fn sync(&self, k: &str) -> Result<Action, kube::Error> {
         let Some(rs) = self.sets.get(k) else {
-            return Ok(());
+            return Ok(Action::AwaitChange);
         };
         let uid = rs.metadata.uid.clone().unwrap_or_default();
         let ns = rs.metadata.namespace.clone().unwrap_or_default();
-        let owned: Vec<Arc<Pod>> = self
-            .pods
-            .all()
-            .into_iter()
-            .filter(|p| controller_of(&**p).is_some_and(|o| o.uid == uid))
-            .collect();
+        let owned: Vec<Arc<Pod>> = self.pods.owned_by(&uid);
         let active: Vec<Arc<Pod>> = owned.iter().filter(|p| is_active(p)).cloned().collect();
         let spec = rs.spec.clone().unwrap_or_default();
         let satisfied = self.satisfied(&uid);
-        if !satisfied {
-            // Looked at again once the expectations would expire, should the events they wait
-            // for never come.
-            informer::later(&self.requeue, k, EXPECTATION_TTL);
-        }
         if rs.metadata.deletion_timestamp.is_none() && satisfied {
             let want = spec.replicas.unwrap_or(1).max(0) as usize;
             if active.len() < want {
@@ -134,7 +118,13 @@ impl Context {
                     .await?;
             }
         }
-        self.update_status(&rs, &active, &ns).await
+        let next = self.update_status(&rs, &active, &ns).await?;
+        if !satisfied {
+            // Looked at again once the expectations would expire, should the events they wait
+            // for never come.
+            return Ok(next.sooner(Action::requeue(EXPECTATION_TTL)));
+        }
+        Ok(next)
     }
 
     fn satisfied(&self, uid: &str) -> bool {
@@ -278,7 +268,7 @@ impl Context {
         rs: &ReplicaSet,
         active: &[Arc<Pod>],
         ns: &str,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<Action, kube::Error> {
         let spec = rs.spec.clone().unwrap_or_default();
         let template_labels = spec
             .template
@@ -319,26 +309,25 @@ impl Context {
         ]
         .iter()
         .all(|f| held[f].as_i64().unwrap_or(0) == status[f].as_i64().unwrap_or(0));
-        if min_ready > 0 && available < ready.len() {
-            // Check again when the next pod becomes available.
+        // Checked again when the next pod becomes available.
+        let next = if min_ready > 0 && available < ready.len() {
             let wait = ready
                 .iter()
                 .map(|since| min_ready - (now - since))
                 .filter(|w| *w > 0)
                 .min()
                 .unwrap_or(1);
-            let (requeue, k) = (self.requeue.clone(), key(rs));
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(wait as u64)).await;
-                let _ = requeue.send(k);
-            });
-        }
+            Action::requeue(Duration::from_secs(wait as u64))
+        } else {
+            Action::AwaitChange
+        };
         if unchanged {
-            return Ok(());
+            return Ok(next);
         }
         let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
         let name = rs.metadata.name.as_deref().unwrap_or_default();
-        informer::write_status(&api, name, status).await
+        informer::write_status(&api, name, status).await?;
+        Ok(next)
     }
 }
 

@@ -1,8 +1,9 @@
 //! The scheduler: binds pods that name no node (and name this scheduler, or none) through the
-//! `binding` subresource, as kube-scheduler does. It follows nodes and pods with two watches
-//! and keeps what each node holds (requests, host ports, pods per owner) from the bound pods;
-//! a pod it decided on is counted on its node at once ("assumed") so the next decisions see
-//! it before the bind's watch event arrives, and binds run concurrently (`bindConcurrency`).
+//! `binding` subresource, as kube-scheduler does. It follows nodes and pods through the
+//! shared caches ([`reconciler::Stores`]; pods as `slim_pod` keeps them) and keeps what each
+//! node holds (requests, host ports, pods per owner) from the bound pods; a pod it decided on
+//! is counted on its node at once ("assumed") so the next decisions see it before the bind's
+//! watch event arrives, and binds run concurrently (`bindConcurrency`).
 //! A pod that fits nowhere gets `PodScheduled=False` (reason `Unschedulable`, kube-scheduler's
 //! message) and a `FailedScheduling` event, and is tried again when a node changes or every
 //! 30 seconds. Decisions are pure ([`fit`]).
@@ -13,10 +14,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::watcher::{self, Event};
+use reconciler::{Cache, Change, Stores};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -53,43 +54,60 @@ enum Bound {
 
 /// Runs the scheduler until shutdown or until a watch fails for good.
 pub async fn run(
-    client: kube::Client,
+    stores: Stores,
     concurrency: usize,
     events: Recorder,
     shutdown: CancellationToken,
 ) -> Result<(), kube::Error> {
-    let mut nodes = watcher::watcher(Api::<Node>::all(client.clone()), Default::default()).boxed();
-    let mut pods = watcher::watcher(Api::<Pod>::all(client.clone()), Default::default()).boxed();
+    let mut nodes = follow(&stores.cache::<Node>());
+    let mut pods = follow(&stores.pods());
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let (unschedulable, reports) = mpsc::unbounded_channel();
+    stores.spawn(report_all(
+        stores.client().clone(),
+        events.clone(),
+        reports,
+        concurrency.max(1),
+        shutdown.clone(),
+    ));
     let mut state = State::default();
     let mut retry = tokio::time::interval(RETRY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let concurrency = concurrency.max(1);
     loop {
-        state.schedule(&client, concurrency, &done_tx, &events);
+        state.schedule(&stores, concurrency, &done_tx, &events, &unschedulable);
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => return Ok(()),
             Some(done) = done_rx.recv() => state.on_bound(done),
-            event = nodes.next() => match event {
-                Some(Ok(e)) => state.on_node(e),
-                Some(Err(e)) => tracing::warn!(error = %e, "node watch failed; retrying"),
+            change = nodes.recv() => match change {
+                Some(c) => state.on_node(c),
                 None => return Ok(()),
             },
-            event = pods.next() => match event {
-                Some(Ok(e)) => {
-                    state.on_pod(e);
+            change = pods.recv() => match change {
+                Some(c) => {
+                    state.on_pod(c);
                     // Take what else arrived before deciding, so a burst is one batch.
-                    while let Some(Some(Ok(e))) = pods.next().now_or_never() {
-                        state.on_pod(e);
+                    while let Ok(c) = pods.try_recv() {
+                        state.on_pod(c);
                     }
                 }
-                Some(Err(e)) => tracing::warn!(error = %e, "pod watch failed; retrying"),
                 None => return Ok(()),
             },
             _ = retry.tick() => state.requeue_unschedulable(),
         }
     }
+}
+
+/// The changes of a shared cache, from the objects it holds on, as a channel.
+fn follow<K: kube::Resource + Send + Sync + 'static>(
+    cache: &Cache<K>,
+) -> mpsc::UnboundedReceiver<Change<K>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    cache.subscribe(move |c| {
+        let _ = tx.send(c.clone());
+    });
+    rx
 }
 
 /// Whether `pod` waits for this scheduler.
@@ -123,9 +141,10 @@ fn holds(pod: &Pod) -> Option<&str> {
 // === impl State ===
 
 impl State {
-    fn on_node(&mut self, event: Event<Node>) {
-        match event {
-            Event::Apply(node) | Event::InitApply(node) => {
+    fn on_node(&mut self, change: Change<Node>) {
+        let node = change.now;
+        match change.deleted {
+            false => {
                 let mut info = NodeInfo::of(&node);
                 // What is placed stays: recount it on the new view of the node.
                 for (node_name, needs) in self.placed.values() {
@@ -136,38 +155,26 @@ impl State {
                 self.nodes.insert(info.name.clone(), info);
                 self.requeue_unschedulable();
             }
-            Event::Delete(node) => {
-                if let Some(name) = node.metadata.name {
-                    self.nodes.remove(&name);
+            true => {
+                if let Some(name) = &node.metadata.name {
+                    self.nodes.remove(name);
                 }
             }
-            Event::Init | Event::InitDone => {}
         }
     }
 
-    fn on_pod(&mut self, event: Event<Pod>) {
-        match event {
-            Event::Apply(pod) | Event::InitApply(pod) => self.apply_pod(pod),
-            Event::Delete(pod) => {
-                let uid = pod.metadata.uid.clone().unwrap_or_default();
-                self.unplace(&uid);
-                self.forget(&uid);
-            }
-            Event::Init => {
-                // A relist: every pod is told again.
-                let placed: Vec<String> = self.placed.keys().cloned().collect();
-                for uid in placed {
-                    self.unplace(&uid);
-                }
-                self.pending.clear();
-                self.queue.clear();
-                self.unschedulable.clear();
-            }
-            Event::InitDone => {}
+    /// A pod changed (a relist tells what changed and what went, so nothing is missed).
+    fn on_pod(&mut self, change: Change<Pod>) {
+        if change.deleted {
+            let uid = change.now.metadata.uid.clone().unwrap_or_default();
+            self.unplace(&uid);
+            self.forget(&uid);
+        } else {
+            self.apply_pod(change.now);
         }
     }
 
-    fn apply_pod(&mut self, pod: Pod) {
+    fn apply_pod(&mut self, pod: Arc<Pod>) {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         if let Some(node) = holds(&pod) {
             let node = node.to_string();
@@ -181,7 +188,7 @@ impl State {
         if waits(&pod) {
             // Unbound: an assumption made for it stays while its bind runs.
             let new = !self.pending.contains_key(&uid);
-            self.pending.insert(uid.clone(), Arc::new(pod));
+            self.pending.insert(uid.clone(), pod);
             if new {
                 self.queue.push_back(uid);
             }
@@ -236,10 +243,11 @@ impl State {
     /// Decides for queued pods while binds may start.
     fn schedule(
         &mut self,
-        client: &kube::Client,
+        stores: &Stores,
         concurrency: usize,
         done: &mpsc::UnboundedSender<Bound>,
         events: &Recorder,
+        unschedulable: &mpsc::UnboundedSender<(Arc<Pod>, String)>,
     ) {
         while self.binding < concurrency {
             let Some(uid) = self.queue.pop_front() else {
@@ -258,8 +266,9 @@ impl State {
                     self.unschedulable.remove(&uid);
                     self.place(&uid, &node, needs);
                     self.binding += 1;
-                    let (client, done, events) = (client.clone(), done.clone(), events.clone());
-                    tokio::spawn(async move {
+                    let (client, done, events) =
+                        (stores.client().clone(), done.clone(), events.clone());
+                    stores.spawn(async move {
                         let result = bind(&client, &pod, &node).await;
                         let uid = pod.metadata.uid.clone().unwrap_or_default();
                         let outcome = match result {
@@ -286,11 +295,7 @@ impl State {
                     let told = self.unschedulable.get(&uid) == Some(&message);
                     self.unschedulable.insert(uid, message.clone());
                     if !told {
-                        let (client, events) = (client.clone(), events.clone());
-                        tokio::spawn(async move {
-                            report_unschedulable(&client, &pod, &message).await;
-                            events.warning(&*pod, "FailedScheduling", &message);
-                        });
+                        let _ = unschedulable.send((pod, message));
                     }
                 }
             }
@@ -345,6 +350,34 @@ async fn bind(client: &kube::Client, pod: &Pod, node: &str) -> Result<(), kube::
     )
     .await
     .map(|_| ())
+}
+
+/// Reports each pod sent on `reports` unschedulable (its condition and an event), at most
+/// `concurrency` at once: a burst of pods that fit nowhere must not become a burst of
+/// connections to the API.
+async fn report_all(
+    client: kube::Client,
+    events: Recorder,
+    reports: mpsc::UnboundedReceiver<(Arc<Pod>, String)>,
+    concurrency: usize,
+    shutdown: CancellationToken,
+) {
+    let reports =
+        futures::stream::unfold(
+            reports,
+            |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
+        );
+    let all = reports.for_each_concurrent(concurrency, |(pod, message)| {
+        let (client, events) = (&client, &events);
+        async move {
+            report_unschedulable(client, &pod, &message).await;
+            events.warning(&*pod, "FailedScheduling", &message);
+        }
+    });
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        _ = all => {}
+    }
 }
 
 async fn report_unschedulable(client: &kube::Client, pod: &Pod, message: &str) {

@@ -19,13 +19,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+use reconciler::{Action, Cache, Queue, Stores};
 use serde_json::json;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{self, Recorder};
 use crate::history::{self, HASH_LABEL};
-use crate::informer::{self, Cache, controller_of, controller_ref, key};
+use crate::informer::{self, controller_ref, key};
 use crate::replicaset::ready_since;
 
 /// Controller name.
@@ -36,18 +36,14 @@ const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
 const DELETE_TTL: Duration = Duration::from_secs(30);
 
 /// Runs the controller until shutdown.
-pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationToken) {
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    let sets = informer::spawn_keyed::<StatefulSet>(&client, &tx, &shutdown);
-    let pods = informer::spawn_owned_pods(&client, "StatefulSet", &tx, &shutdown);
-    let queue = tx.clone();
-    let (revisions, revisions_task) = informer::run(
-        Api::<ControllerRevision>::all(client.clone()),
-        move |c| informer::queue_owner(&queue, "StatefulSet", &c),
-        shutdown.clone(),
-    );
-    tokio::spawn(revisions_task);
-    if !informer::wait_synced(&[&*sets, &*pods, &*revisions], &shutdown).await {
+pub async fn run(stores: Stores, events: Recorder, shutdown: CancellationToken) {
+    let client = stores.client().clone();
+    let (tx, rx) = reconciler::queue();
+    let sets = stores.keyed::<StatefulSet>(&tx);
+    let pods = stores.owned_pods("StatefulSet", &tx);
+    let revisions = stores.cache::<ControllerRevision>();
+    revisions.owners("StatefulSet", &tx);
+    if !reconciler::wait_synced(&[&*sets, &*pods, &*revisions], &shutdown).await {
         return;
     }
     let ctx = Arc::new(Context {
@@ -60,9 +56,9 @@ pub async fn run(client: kube::Client, events: Recorder, shutdown: CancellationT
         deleting: Mutex::default(),
         refused: Mutex::default(),
     });
-    informer::work(rx, tx, "statefulset", shutdown, move |k| {
+    reconciler::work(rx, "statefulset", shutdown, move |k| {
         let ctx = ctx.clone();
-        async move { ctx.sync(&k).await }
+        async move { ctx.sync(&k).await.map(|()| Action::AwaitChange) }
     })
     .await;
 }
@@ -73,7 +69,7 @@ struct Context {
     pods: Arc<Cache<Pod>>,
     revisions: Arc<Cache<ControllerRevision>>,
     events: Recorder,
-    requeue: mpsc::UnboundedSender<String>,
+    requeue: Queue,
     /// Pods deleted and not yet seen terminating, by uid.
     deleting: Mutex<HashMap<String, Instant>>,
     /// The generation of each set (by uid) already refused for its claim templates.
@@ -117,12 +113,7 @@ impl Context {
         let uid = set.metadata.uid.clone().unwrap_or_default();
         let owned_revisions = history::owned(&self.revisions, &uid);
         let (revisions, collisions) = self.revisions(&set, &owned_revisions).await?;
-        let owned: Vec<Arc<Pod>> = self
-            .pods
-            .all()
-            .into_iter()
-            .filter(|p| controller_of(&**p).is_some_and(|o| o.uid == uid))
-            .collect();
+        let owned: Vec<Arc<Pod>> = self.pods.owned_by(&uid);
         let pods = Pods::of(&set, &owned);
         self.step(&set, &pods, &revisions).await?;
         self.update_status(&set, &owned, &revisions, collisions)
@@ -203,7 +194,8 @@ impl Context {
                 return Ok(());
             }
             if ordered && let Some(wait) = until_available(p, min_ready, now) {
-                informer::later(&self.requeue, &key(set), Duration::from_secs(wait as u64));
+                self.requeue
+                    .later(&key(set), Duration::from_secs(wait as u64));
                 return Ok(());
             }
         }

@@ -25,12 +25,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use apimachinery::sites;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
-use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use reconciler::Cache;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 /// The label of control-plane nodes, which do not count towards a zone's share.
 const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
@@ -71,40 +68,20 @@ pub struct Zones(Arc<RwLock<HashMap<String, NodeInfo>>>);
 // === impl Zones ===
 
 impl Zones {
-    /// Watches the Nodes until `shutdown`; `changed` is called once they are listed and
-    /// whenever what the hints need of a node changes (its Services are to be synced again).
-    pub fn watch(
-        client: kube::Client,
-        shutdown: CancellationToken,
-        changed: impl Fn() + Send + 'static,
-    ) -> Zones {
+    /// Follows the Nodes of `nodes` (the shared cache); `changed` is called, once they are
+    /// listed, whenever what the hints need of a node changes (its Services are to be synced
+    /// again).
+    pub fn follow(nodes: &Arc<Cache<Node>>, changed: impl Fn() + Send + 'static) -> Zones {
         let zones = Zones::default();
         let this = zones.clone();
-        let stream =
-            watcher(Api::<Node>::all(client), watcher::Config::default()).default_backoff();
-        tokio::spawn(async move {
-            futures::pin_mut!(stream);
-            let mut listed = false;
-            loop {
-                let event = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    event = stream.next() => match event {
-                        Some(event) => event,
-                        None => return,
-                    },
-                };
-                let moved = match event {
-                    Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => this.put(&n),
-                    Ok(watcher::Event::Delete(n)) => this.remove(&n),
-                    Ok(watcher::Event::InitDone) => {
-                        listed = true;
-                        true
-                    }
-                    Ok(watcher::Event::Init) | Err(_) => false,
-                };
-                if moved && listed {
-                    changed();
-                }
+        let listed = Arc::downgrade(nodes);
+        nodes.subscribe(move |c| {
+            let moved = match c.deleted {
+                true => this.remove(&c.now),
+                false => this.put(&c.now),
+            };
+            if moved && listed.upgrade().is_some_and(|n| n.synced()) {
+                changed();
             }
         });
         zones

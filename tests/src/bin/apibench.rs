@@ -18,6 +18,9 @@
 //! client decodes every response either way (into k8s-openapi's types from JSON, into
 //! k8s-pb's messages from protobuf, as client-go decodes into its Go types).
 //!
+//! With `--without controllers` (or `edgecontroller`, `scheduler`) cloudcore runs without that module, so
+//! the memory it holds is the difference.
+//!
 //! `cargo build --release -p e2e --bin apibench --bin e2e-cloudcore && target/release/apibench`
 
 use std::time::{Duration, Instant};
@@ -52,6 +55,10 @@ struct Args {
     /// Pod creates, lists and the watch in protobuf instead of JSON.
     #[arg(long)]
     protobuf: bool,
+    /// Runs cloudcore without this module (`controllers`, `edgecontroller`) or without the
+    /// controllers' scheduler (`scheduler`), to see what it holds; may be given more than once.
+    #[arg(long, value_parser = ["controllers", "edgecontroller", "scheduler"])]
+    without: Vec<String>,
 }
 
 const NAMESPACE: &str = "bench";
@@ -63,6 +70,13 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut config = e2e::cloud_config(&pki, Ports::default());
     config.modules.cloud_hub.quic.enable = false;
+    for module in &args.without {
+        match module.as_str() {
+            "controllers" => config.modules.controllers.enable = false,
+            "scheduler" => config.modules.controllers.scheduler.enable = false,
+            _ => config.modules.edge_controller.enable = false,
+        }
+    }
     let path = dir.path().join("cloudcore.yaml");
     std::fs::write(&path, daemon::to_yaml(&config))?;
     let bin = std::env::current_exe()?
