@@ -1,0 +1,319 @@
+//! cloudStream: a kubelet-compatible HTTPS endpoint for a real cluster's kube-apiserver. The
+//! API server reaches a node's kubelet at `<node address>:<kubelet port>`; pointed here (an
+//! iptables DNAT rule from the nodes' addresses, or the Node's addresses and port), it sends
+//! each kubelet request (`/containerLogs/...`, `/exec/...`, `/attach/...`,
+//! `/portForward/...`, `/stats/summary`, `/metrics/resource`, `/pods`, ...) with `Host` naming
+//! the address it dialed. The endpoint
+//!
+//! 1. admits only clients whose certificate `clientCAFile` signed (the TLS handshake refuses
+//!    the rest) and, with `allowedCommonNames`, whose common name is listed (`403` otherwise);
+//! 2. finds the node from `Host` among the Nodes' addresses ([`nodes`]);
+//! 3. relays the request over a stream of that node's session with cloudhub, upgrades (SPDY,
+//!    WebSocket) included, byte for byte ([`kapi::nodes::relay`], as the embedded API server
+//!    does). A node that is not connected is a `503` naming it, at once.
+//!
+//! Errors are plain text, as a kubelet's are; kube-apiserver shows them to the user.
+
+mod config;
+mod nodes;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use beehive::{Context, Mailbox, Module, ModuleError};
+use kapi::nodes::{DialError, NodeDialer, RelayError};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use config::Config;
+use nodes::{LookupError, NodeIndex};
+
+/// The module's name.
+pub const NAME: &str = "cloudStream";
+
+const TEN_YEARS: Duration = Duration::from_secs(10 * 365 * 86400);
+
+/// Why cloudStream could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// `clientCAFile` is empty.
+    #[error(
+        "modules.cloudStream.clientCAFile is required: the CA that signed kube-apiserver's kubelet client certificate"
+    )]
+    NoClientCa,
+    /// A certificate or key could not be read, made or used.
+    #[error("modules.cloudStream.{key}")]
+    Pki {
+        key: &'static str,
+        #[source]
+        source: pki::PkiError,
+    },
+    /// The listener could not be bound.
+    #[error("binding modules.cloudStream on {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why a request was refused before (or instead of) reaching a node.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    /// No verified client certificate (never with the TLS config used; kept as a guard).
+    #[error("a client certificate signed by modules.cloudStream.clientCAFile is required")]
+    NoCertificate,
+    /// The certificate's common name is not allowed.
+    #[error(
+        "client certificate {cn:?} is not allowed: modules.cloudStream.allowedCommonNames lists the allowed common names"
+    )]
+    NotAllowed { cn: String },
+    /// `CONNECT` (an egress selector's tunnel) is not served.
+    #[error(
+        "CONNECT is not supported: point kube-apiserver at this endpoint directly (see the README)"
+    )]
+    Connect,
+    /// No usable `Host`.
+    #[error("the request names no node address (Host {0:?})")]
+    NoHost(String),
+    /// No single node has the address.
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
+    /// The node's kubelet API could not be reached.
+    #[error(transparent)]
+    Relay(#[from] RelayError),
+}
+
+/// The module: the bound listener, served from `run`.
+pub struct CloudStream {
+    serving: Mutex<Option<Serving>>,
+}
+
+struct Serving {
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    endpoint: Arc<Endpoint>,
+    kube: kube::Client,
+}
+
+/// What the requests share.
+struct Endpoint {
+    dialer: Arc<dyn NodeDialer>,
+    nodes: Arc<NodeIndex>,
+    allowed: Vec<String>,
+}
+
+// === impl CloudStream ===
+
+impl CloudStream {
+    /// Reads (or makes) the certificates and binds the listener: a bad setting fails the start.
+    /// Nodes are looked up through `kube`, kubelet APIs reached through `dialer`.
+    pub async fn bind(
+        config: &Config,
+        hub: &cloudhub::Config,
+        dialer: Arc<dyn NodeDialer>,
+        kube: kube::Client,
+    ) -> Result<(CloudStream, SocketAddr), StreamError> {
+        let tls = tls_config(config, hub)?;
+        let addr = SocketAddr::new(config.address, config.stream_port);
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StreamError::Bind { addr, source })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| StreamError::Bind { addr, source })?;
+        let endpoint = Arc::new(Endpoint {
+            dialer,
+            nodes: NodeIndex::new(),
+            allowed: config.allowed_common_names.clone(),
+        });
+        let serving = Serving {
+            listener,
+            tls: Arc::new(tls),
+            endpoint,
+            kube,
+        };
+        let module = CloudStream {
+            serving: Mutex::new(Some(serving)),
+        };
+        Ok((module, bound))
+    }
+}
+
+#[async_trait::async_trait]
+impl Module for CloudStream {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn group(&self) -> &str {
+        NAME
+    }
+
+    async fn run(
+        &self,
+        _ctx: Context,
+        _mailbox: &mut Mailbox,
+        shutdown: CancellationToken,
+    ) -> Result<(), ModuleError> {
+        let Some(s) = self.serving.lock().expect("serving lock poisoned").take() else {
+            return Err("the cloudStream listener was already used by an earlier run".into());
+        };
+        let tasks = TaskTracker::new();
+        tasks.spawn(s.endpoint.nodes.clone().follow(s.kube, shutdown.clone()));
+        let app = Router::new().fallback(serve).with_state(s.endpoint);
+        kapi::serve(
+            s.listener,
+            Some(s.tls),
+            app,
+            kapi::ServeConfig::default(),
+            kapi::ServeStats::default(),
+            shutdown,
+            tasks.clone(),
+        )
+        .await;
+        tasks.close();
+        if tokio::time::timeout(Duration::from_secs(5), tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some cloudStream connections were still open at shutdown");
+        }
+        Ok(())
+    }
+}
+
+// === impl Endpoint ===
+
+impl Endpoint {
+    /// The node the request is for, after its client is checked.
+    async fn admit(&self, parts: &Parts) -> Result<String, Refused> {
+        let Some(kapi::PeerCertificate(cert)) = parts.extensions.get() else {
+            return Err(Refused::NoCertificate);
+        };
+        let cn = pki::subject(cert).map(|(cn, _)| cn).unwrap_or_default();
+        if !self.allowed.is_empty() && !self.allowed.contains(&cn) {
+            return Err(Refused::NotAllowed { cn });
+        }
+        if parts.method == Method::CONNECT {
+            return Err(Refused::Connect);
+        }
+        let authority = match parts.uri.authority() {
+            Some(a) => a.as_str(),
+            None => parts
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default(),
+        };
+        let host = nodes::host_of(authority).ok_or_else(|| Refused::NoHost(authority.into()))?;
+        Ok(self.nodes.lookup(host).await?)
+    }
+}
+
+/// One kubelet request: admitted, then relayed to its node.
+async fn serve(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
+    let (parts, body): (Parts, Body) = request.into_parts();
+    let node = match endpoint.admit(&parts).await {
+        Ok(node) => node,
+        Err(refused) => return refused.into_response(),
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
+    match kapi::nodes::relay(endpoint.dialer.as_ref(), &node, &path, parts, body).await {
+        Ok(answer) => answer,
+        Err(e) => {
+            tracing::info!(node_id = node, error = %e, "kubelet request not relayed");
+            Refused::from(e).into_response()
+        }
+    }
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            Refused::NoCertificate => StatusCode::UNAUTHORIZED,
+            Refused::NotAllowed { .. } => StatusCode::FORBIDDEN,
+            Refused::Connect => StatusCode::METHOD_NOT_ALLOWED,
+            Refused::NoHost(_) => StatusCode::BAD_REQUEST,
+            Refused::Lookup(LookupError::Unknown { .. }) => StatusCode::NOT_FOUND,
+            Refused::Lookup(LookupError::Ambiguous { .. }) => StatusCode::CONFLICT,
+            Refused::Lookup(LookupError::NotSynced) => StatusCode::SERVICE_UNAVAILABLE,
+            Refused::Relay(RelayError::Dial(DialError::NotConnected { .. })) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Refused::Relay(RelayError::Dial(_) | RelayError::Http { .. }) => {
+                StatusCode::BAD_GATEWAY
+            }
+            Refused::Relay(_) => StatusCode::BAD_REQUEST,
+        };
+        let text = format!("{}\n", beehive::ErrorChain(&self));
+        let content_type = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+        (status, content_type, text).into_response()
+    }
+}
+
+/// The server config: the serving certificate (made by cloudhub's CA when missing), client
+/// certificates required and verified against `clientCAFile`, HTTP/1.1 (upgrades need it).
+fn tls_config(
+    config: &Config,
+    hub: &cloudhub::Config,
+) -> Result<rustls::ServerConfig, StreamError> {
+    if config.client_ca_file.as_os_str().is_empty() {
+        return Err(StreamError::NoClientCa);
+    }
+    let pki_err = |key| move |source| StreamError::Pki { key, source };
+    let client_ca = pki::read_ca_file(&config.client_ca_file).map_err(pki_err("clientCAFile"))?;
+    let (cert, key) = (
+        &config.tls_stream_cert_file,
+        &config.tls_stream_private_key_file,
+    );
+    let served = if cert.exists() || key.exists() {
+        pki::CertifiedKey {
+            cert_pem: pki::read_cert_file(cert).map_err(pki_err("tlsStreamCertFile"))?,
+            key_pem: pki::read_key_file(key).map_err(pki_err("tlsStreamPrivateKeyFile"))?,
+        }
+    } else {
+        let made = issue(config, hub).map_err(pki_err("tlsStreamCertFile"))?;
+        tracing::info!(cert = %cert.display(), "issued the cloudStream serving certificate with cloudhub's CA");
+        made
+    };
+    pki::server_config(
+        Some(&client_ca),
+        &served.cert_pem,
+        &served.key_pem,
+        &[b"http/1.1"],
+    )
+    .map_err(pki_err("tlsStreamCertFile"))
+}
+
+/// A serving certificate from cloudhub's CA, written to the configured files.
+fn issue(config: &Config, hub: &cloudhub::Config) -> Result<pki::CertifiedKey, pki::PkiError> {
+    let ca = pki::Ca::from_pem(
+        &pki::read_pem(&hub.tls_ca_file)?,
+        &pki::read_pem(&hub.tls_ca_key_file)?,
+    )?;
+    let hosts = pki::server_hosts(
+        or_else(&config.advertise_address, &hub.advertise_address),
+        or_else(&config.dns_names, &hub.dns_names),
+    );
+    let made = ca.issue_server(&hosts, TEN_YEARS)?;
+    pki::write_pem(&config.tls_stream_cert_file, &made.cert_pem)?;
+    pki::write_pem(&config.tls_stream_private_key_file, &made.key_pem)?;
+    Ok(made)
+}
+
+/// `own`, or `fallback` when `own` is empty.
+fn or_else<'a, T>(own: &'a [T], fallback: &'a [T]) -> &'a [T] {
+    if own.is_empty() { fallback } else { own }
+}
