@@ -12,6 +12,10 @@
 //!    WebSocket) included, byte for byte ([`kapi::nodes::relay`], as the embedded API server
 //!    does). A node that is not connected is a `503` naming it, at once.
 //!
+//! An egress selector's `HTTPConnect` tunnel (`CONNECT <node address>:<port>`) is served too:
+//! the node is found from the CONNECT target, and inside the tunnel cloudcore is the kubelet
+//! (the same serving certificate, client certificate and common name checked again).
+//!
 //! Errors are plain text, as a kubelet's are; kube-apiserver shows them to the user.
 
 mod config;
@@ -76,11 +80,9 @@ enum Refused {
         "client certificate {cn:?} is not allowed: modules.cloudStream.allowedCommonNames lists the allowed common names"
     )]
     NotAllowed { cn: String },
-    /// `CONNECT` (an egress selector's tunnel) is not served.
-    #[error(
-        "CONNECT is not supported: point kube-apiserver at this endpoint directly (see the README)"
-    )]
-    Connect,
+    /// A `CONNECT` that cannot be upgraded.
+    #[error("CONNECT needs HTTP/1.1")]
+    ConnectNeedsHttp1,
     /// No usable `Host`.
     #[error("the request names no node address (Host {0:?})")]
     NoHost(String),
@@ -109,6 +111,15 @@ struct Endpoint {
     dialer: Arc<dyn NodeDialer>,
     nodes: Arc<NodeIndex>,
     allowed: Vec<String>,
+    /// For the TLS inside a CONNECT tunnel.
+    tls: Arc<rustls::ServerConfig>,
+}
+
+/// The requests inside one CONNECT tunnel: all for `node`, from a client with `cn`.
+struct Tunnel {
+    endpoint: Arc<Endpoint>,
+    node: String,
+    cn: String,
 }
 
 // === impl CloudStream ===
@@ -130,14 +141,16 @@ impl CloudStream {
         let bound = listener
             .local_addr()
             .map_err(|source| StreamError::Bind { addr, source })?;
+        let tls = Arc::new(tls);
         let endpoint = Arc::new(Endpoint {
             dialer,
             nodes: NodeIndex::new(),
             allowed: config.allowed_common_names.clone(),
+            tls: tls.clone(),
         });
         let serving = Serving {
             listener,
-            tls: Arc::new(tls),
+            tls,
             endpoint,
             kube,
         };
@@ -194,38 +207,118 @@ impl Module for CloudStream {
 // === impl Endpoint ===
 
 impl Endpoint {
-    /// The node the request is for, after its client is checked.
-    async fn admit(&self, parts: &Parts) -> Result<String, Refused> {
-        let Some(kapi::PeerCertificate(cert)) = parts.extensions.get() else {
-            return Err(Refused::NoCertificate);
-        };
+    /// Checks the client's common name (its certificate was verified at the handshake).
+    fn check(
+        &self,
+        cert: Option<&rustls::pki_types::CertificateDer<'_>>,
+    ) -> Result<String, Refused> {
+        let cert = cert.ok_or(Refused::NoCertificate)?;
         let cn = pki::subject(cert).map(|(cn, _)| cn).unwrap_or_default();
         if !self.allowed.is_empty() && !self.allowed.contains(&cn) {
             return Err(Refused::NotAllowed { cn });
         }
-        if parts.method == Method::CONNECT {
-            return Err(Refused::Connect);
-        }
-        let authority = match parts.uri.authority() {
-            Some(a) => a.as_str(),
-            None => parts
-                .headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or_default(),
-        };
+        Ok(cn)
+    }
+
+    /// The node `authority` (a `Host` or a CONNECT target) names.
+    async fn node(&self, authority: &str) -> Result<String, Refused> {
         let host = nodes::host_of(authority).ok_or_else(|| Refused::NoHost(authority.into()))?;
         Ok(self.nodes.lookup(host).await?)
     }
+
+    /// Answers a CONNECT to a node's address `200` and serves the tunnel: TLS as that node's
+    /// kubelet, then its requests relayed to the node.
+    async fn connect(self: Arc<Self>, mut parts: Parts, cn: String) -> Result<Response, Refused> {
+        let target = parts
+            .uri
+            .authority()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let node = self.node(&target).await?;
+        let upgrade = parts
+            .extensions
+            .remove::<hyper::upgrade::OnUpgrade>()
+            .ok_or(Refused::ConnectNeedsHttp1)?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.tls.clone());
+        tokio::spawn(async move {
+            let tunnel = async {
+                let io = hyper_util::rt::TokioIo::new(upgrade.await?);
+                let tls = acceptor.accept(io).await?;
+                let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
+                let inner = match self.check(cert) {
+                    Ok(cn) => {
+                        Router::new()
+                            .fallback(relay_in_tunnel)
+                            .with_state(Arc::new(Tunnel {
+                                endpoint: self.clone(),
+                                node: node.clone(),
+                                cn,
+                            }))
+                    }
+                    Err(refused) => {
+                        let text = format!("{refused}\n");
+                        Router::new().fallback(move || {
+                            let text = text.clone();
+                            async move { (StatusCode::FORBIDDEN, text) }
+                        })
+                    }
+                };
+                let service = hyper_util::service::TowerToHyperService::new(inner);
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .with_upgrades()
+                    .await?;
+                anyhow::Ok(())
+            };
+            if let Err(e) = tunnel.await {
+                tracing::debug!(node_id = node, client = cn, error = %e, "CONNECT tunnel ended");
+            }
+        });
+        Ok(StatusCode::OK.into_response())
+    }
 }
 
-/// One kubelet request: admitted, then relayed to its node.
+/// One kubelet request: its client checked, then relayed to the node its `Host` names (or,
+/// for a CONNECT, the tunnel served).
 async fn serve(State(endpoint): State<Arc<Endpoint>>, request: Request) -> Response {
     let (parts, body): (Parts, Body) = request.into_parts();
-    let node = match endpoint.admit(&parts).await {
-        Ok(node) => node,
+    let cert = parts
+        .extensions
+        .get::<kapi::PeerCertificate>()
+        .map(|c| &c.0);
+    let cn = match endpoint.check(cert) {
+        Ok(cn) => cn,
         Err(refused) => return refused.into_response(),
     };
+    if parts.method == Method::CONNECT {
+        return endpoint
+            .connect(parts, cn)
+            .await
+            .unwrap_or_else(IntoResponse::into_response);
+    }
+    let authority = match parts.uri.authority() {
+        Some(a) => a.as_str(),
+        None => parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default(),
+    };
+    match endpoint.node(authority).await {
+        Ok(node) => relay(&endpoint, node, parts, body).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// A request inside a CONNECT tunnel, for the tunnel's node.
+async fn relay_in_tunnel(State(tunnel): State<Arc<Tunnel>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    tracing::debug!(node_id = tunnel.node, client = tunnel.cn, path = %parts.uri, "kubelet request in a CONNECT tunnel");
+    relay(&tunnel.endpoint, tunnel.node.clone(), parts, body).await
+}
+
+/// Relays a request to `node`'s kubelet API.
+async fn relay(endpoint: &Endpoint, node: String, parts: Parts, body: Body) -> Response {
     let path = parts
         .uri
         .path_and_query()
@@ -244,7 +337,7 @@ impl IntoResponse for Refused {
         let status = match &self {
             Refused::NoCertificate => StatusCode::UNAUTHORIZED,
             Refused::NotAllowed { .. } => StatusCode::FORBIDDEN,
-            Refused::Connect => StatusCode::METHOD_NOT_ALLOWED,
+            Refused::ConnectNeedsHttp1 => StatusCode::BAD_REQUEST,
             Refused::NoHost(_) => StatusCode::BAD_REQUEST,
             Refused::Lookup(LookupError::Unknown { .. }) => StatusCode::NOT_FOUND,
             Refused::Lookup(LookupError::Ambiguous { .. }) => StatusCode::CONFLICT,

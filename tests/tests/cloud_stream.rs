@@ -3,7 +3,8 @@
 //! cloudcore's embedded control plane, standing in for the cluster), an edgecore with edged runs a
 //! pod on a private containerd, and the test is kube-apiserver: HTTPS with a kubelet client
 //! certificate from the configured CA, `Host: <node address>:<port>`, the kubelet's URL shapes
-//! (containerLogs, stats/summary, exec upgraded to SPDY/3.1 and to WebSocket). A certificate from
+//! (containerLogs, stats/summary, exec upgraded to SPDY/3.1 and to WebSocket), also inside an
+//! egress selector's `HTTPConnect` tunnel. A certificate from
 //! another CA, or none, fails the handshake; a common name not allowed is a 403; an address no node
 //! has is a 404 naming it; a node that is not connected is a 503 naming it, at once.
 //! Needs root, containerd, runc, the CNI plugins and busybox-static, as the edged tests do.
@@ -86,6 +87,34 @@ impl Kubelet {
         }
         let body = answer.into_body().collect().await?.to_bytes();
         Ok((status, headers, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    /// `GET path` inside an egress selector's `HTTPConnect` tunnel: `CONNECT target`, then TLS
+    /// to the endpoint as the kubelet inside it, with the same certificate.
+    async fn get_through_connect(&self, target: &str, path: &str) -> anyhow::Result<(u16, String)> {
+        let tls = self.connect().await?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+        tokio::spawn(conn.with_upgrades());
+        let connect = hyper::Request::connect(target)
+            .header("host", target)
+            .body(Empty::<Bytes>::new())?;
+        let mut answer = sender.send_request(connect).await?;
+        if answer.status() != 200 {
+            let body = answer.into_body().collect().await?.to_bytes();
+            return Ok((0, String::from_utf8_lossy(&body).into_owned()));
+        }
+        let tunnel = TokioIo::new(hyper::upgrade::on(&mut answer).await?);
+        let server = ServerName::try_from("127.0.0.1").unwrap();
+        let inner = self.tls.connect(server, tunnel).await?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(inner)).await?;
+        tokio::spawn(conn);
+        let request = hyper::Request::get(path)
+            .header("host", target)
+            .body(Empty::<Bytes>::new())?;
+        let answer = sender.send_request(request).await?;
+        let status = answer.status().as_u16();
+        let body = answer.into_body().collect().await?.to_bytes();
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
 
     /// An exec over WebSocket offering `v5.channel.k8s.io` then `v4.channel.k8s.io`, as kubectl
@@ -234,6 +263,13 @@ async fn kube_apiserver_reaches_an_edge_pod_through_cloud_stream_with_its_kubele
     assert_eq!(stdout, "hi\n");
     assert_eq!(status["reason"], "NonZeroExitCode", "{status}");
     assert_eq!(status["details"]["causes"][0]["message"], "3", "{status}");
+
+    // An egress selector's HTTPConnect tunnel to the node's address: cloudcore is the kubelet
+    // inside it.
+    let (code, body) = apiserver.get_through_connect(&host, logs).await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    let ticks = body.lines().filter(|l| l.starts_with("tick-")).count();
+    assert_eq!(ticks, 2, "{body}");
 
     // Only kube-apiserver's certificate gets anything.
     let other_ca = pki::Ca::generate("another", HOUR).unwrap();
