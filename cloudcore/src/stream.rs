@@ -32,6 +32,8 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use beehive::{Context, Mailbox, Module, ModuleError};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
 use kapi::nodes::{DialError, NodeDialer, RelayError};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +46,8 @@ use nodes::{LookupError, NodeIndex};
 pub const NAME: &str = "cloudStream";
 
 const TEN_YEARS: Duration = Duration::from_secs(10 * 365 * 86400);
+/// Time a client has for the TLS handshake inside a CONNECT tunnel.
+const TUNNEL_HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// Why cloudStream could not start.
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +117,8 @@ struct Endpoint {
     allowed: Vec<String>,
     /// For the TLS inside a CONNECT tunnel.
     tls: Arc<rustls::ServerConfig>,
+    /// Ends the CONNECT tunnels (at shutdown).
+    stop: CancellationToken,
 }
 
 /// The requests inside one CONNECT tunnel: all for `node`, from a client with `cn`.
@@ -147,6 +153,7 @@ impl CloudStream {
             nodes: NodeIndex::new(),
             allowed: config.allowed_common_names.clone(),
             tls: tls.clone(),
+            stop: CancellationToken::new(),
         });
         let serving = Serving {
             listener,
@@ -182,6 +189,7 @@ impl Module for CloudStream {
         };
         let tasks = TaskTracker::new();
         tasks.spawn(s.endpoint.nodes.clone().follow(s.kube, shutdown.clone()));
+        let stop = s.endpoint.stop.clone();
         let app = Router::new().fallback(serve).with_state(s.endpoint);
         kapi::serve(
             s.listener,
@@ -193,6 +201,7 @@ impl Module for CloudStream {
             tasks.clone(),
         )
         .await;
+        stop.cancel();
         tasks.close();
         if tokio::time::timeout(Duration::from_secs(5), tasks.wait())
             .await
@@ -239,42 +248,54 @@ impl Endpoint {
             .extensions
             .remove::<hyper::upgrade::OnUpgrade>()
             .ok_or(Refused::ConnectNeedsHttp1)?;
-        let acceptor = tokio_rustls::TlsAcceptor::from(self.tls.clone());
         tokio::spawn(async move {
-            let tunnel = async {
-                let io = hyper_util::rt::TokioIo::new(upgrade.await?);
-                let tls = acceptor.accept(io).await?;
-                let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
-                let inner = match self.check(cert) {
-                    Ok(cn) => {
-                        Router::new()
-                            .fallback(relay_in_tunnel)
-                            .with_state(Arc::new(Tunnel {
-                                endpoint: self.clone(),
-                                node: node.clone(),
-                                cn,
-                            }))
-                    }
-                    Err(refused) => {
-                        let text = format!("{refused}\n");
-                        Router::new().fallback(move || {
-                            let text = text.clone();
-                            async move { (StatusCode::FORBIDDEN, text) }
-                        })
-                    }
-                };
-                let service = hyper_util::service::TowerToHyperService::new(inner);
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                    .with_upgrades()
-                    .await?;
-                anyhow::Ok(())
-            };
-            if let Err(e) = tunnel.await {
-                tracing::debug!(node_id = node, client = cn, error = %e, "CONNECT tunnel ended");
+            let stop = self.stop.clone();
+            let tunnel = self.serve_tunnel(upgrade, node.clone());
+            tokio::select! {
+                ended = tunnel => if let Err(e) = ended {
+                    tracing::debug!(node_id = node, client = cn, error = %e, "CONNECT tunnel ended");
+                },
+                _ = stop.cancelled() => {}
             }
         });
         Ok(StatusCode::OK.into_response())
+    }
+
+    /// Serves a CONNECT tunnel to `node`: TLS as its kubelet (the client checked again), then
+    /// HTTP/1.1 with upgrades, each request relayed to the node.
+    async fn serve_tunnel(
+        self: Arc<Self>,
+        upgrade: hyper::upgrade::OnUpgrade,
+        node: String,
+    ) -> anyhow::Result<()> {
+        let io = TokioIo::new(upgrade.await?);
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.tls.clone());
+        let tls = tokio::time::timeout(TUNNEL_HANDSHAKE, acceptor.accept(io)).await??;
+        let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
+        let inner = match self.check(cert) {
+            Ok(cn) => {
+                let tunnel = Tunnel {
+                    endpoint: self.clone(),
+                    node,
+                    cn,
+                };
+                Router::new()
+                    .fallback(relay_in_tunnel)
+                    .with_state(Arc::new(tunnel))
+            }
+            Err(refused) => {
+                let text = format!("{refused}\n");
+                Router::new().fallback(move || {
+                    let text = text.clone();
+                    async move { (StatusCode::FORBIDDEN, text) }
+                })
+            }
+        };
+        hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(tls), TowerToHyperService::new(inner))
+            .with_upgrades()
+            .await?;
+        Ok(())
     }
 }
 
