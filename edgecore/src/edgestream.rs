@@ -267,6 +267,34 @@ mod tests {
     }
 
     #[test]
+    fn edge_stream_beside_edged_is_refused_naming_both() {
+        let mut config = crate::Config::default();
+        config.modules.edge_stream.enable = true;
+        config.modules.edged.enable = true;
+        let err = crate::kubelet_forward(&config).err().unwrap().to_string();
+        assert!(
+            err.contains("modules.edgeStream") && err.contains("modules.edged"),
+            "{err}"
+        );
+        config.modules.edge_stream.enable = false;
+        assert!(crate::kubelet_forward(&config).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_missing_kubelet_ca_is_an_error_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            enable: true,
+            tls_ca_file: dir.path().join("missing.crt"),
+            ..Config::default()
+        };
+        let err = Forward::new(&config).err().unwrap();
+        let chain = beehive::ErrorChain(&err).to_string();
+        assert!(chain.contains("modules.edgeStream.tlsCaFile"), "{chain}");
+        assert!(chain.contains("missing.crt"), "{chain}");
+    }
+
+    #[test]
     fn an_endpoint_off_loopback_fails_the_config_parse() {
         let yaml = "enable: true\nkubeletEndpoint: https://192.0.2.5:10250\n";
         let err = serde_yaml_ng::from_str::<Config>(yaml)
