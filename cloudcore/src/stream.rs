@@ -431,3 +431,50 @@ fn issue(config: &Config, hub: &cloudhub::Config) -> Result<pki::CertifiedKey, p
 fn or_else<'a, T>(own: &'a [T], fallback: &'a [T]) -> &'a [T] {
     if own.is_empty() { fallback } else { own }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enabling_it_without_a_client_ca_fails_naming_the_key() {
+        let err = tls_config(&Config::default(), &cloudhub::Config::default()).unwrap_err();
+        assert!(matches!(err, StreamError::NoClientCa));
+        assert!(err.to_string().contains("modules.cloudStream.clientCAFile"));
+    }
+
+    #[test]
+    fn the_serving_certificate_is_issued_by_cloudhubs_ca_when_missing_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |rel: &str| dir.path().join(rel);
+        let ca = pki::Ca::generate("hub", TEN_YEARS).unwrap();
+        pki::write_pem(&path("ca.crt"), ca.cert_pem()).unwrap();
+        pki::write_pem(&path("ca.key"), &ca.key_pem()).unwrap();
+        let hub = cloudhub::Config {
+            tls_ca_file: path("ca.crt"),
+            tls_ca_key_file: path("ca.key"),
+            ..cloudhub::Config::default()
+        };
+        let config = Config {
+            enable: true,
+            client_ca_file: path("ca.crt"),
+            tls_stream_cert_file: path("stream.crt"),
+            tls_stream_private_key_file: path("stream.key"),
+            ..Config::default()
+        };
+        tls_config(&config, &hub).unwrap();
+        let made = std::fs::read_to_string(path("stream.crt")).unwrap();
+        tls_config(&config, &hub).unwrap();
+        assert_eq!(std::fs::read_to_string(path("stream.crt")).unwrap(), made);
+        let missing_ca = Config {
+            client_ca_file: path("nowhere.crt"),
+            ..config
+        };
+        let err = tls_config(&missing_ca, &hub).unwrap_err();
+        let chain = beehive::ErrorChain(&err).to_string();
+        assert!(
+            chain.contains("clientCAFile") && chain.contains("nowhere.crt"),
+            "{chain}"
+        );
+    }
+}
