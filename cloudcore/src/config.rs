@@ -36,6 +36,9 @@ pub struct Modules {
     pub controllers: controllers::Config,
     /// The edge platform's own controllers (NodeGroup, EdgeApplication), run in both modes.
     pub sites: sites::Config,
+    /// The kubelet-compatible endpoint a real cluster's kube-apiserver reaches the nodes'
+    /// kubelet APIs through (off by default; the embedded control plane needs none).
+    pub cloud_stream: crate::stream::Config,
 }
 
 /// `kubeAPIConfig`.

@@ -8,6 +8,7 @@
 
 mod config;
 mod dialer;
+pub mod stream;
 
 use std::net::SocketAddr;
 
@@ -34,6 +35,7 @@ pub struct Running {
     api: Option<apiserver::Handle>,
     controller: Option<edgecontroller::Handle>,
     kubeconfig: Option<std::path::PathBuf>,
+    stream: Option<SocketAddr>,
 }
 
 /// Starts cloudcore: every enabled module and listener. Returns once all listeners are bound.
@@ -81,6 +83,12 @@ pub async fn start_with(
         dialer.bind(handle.clone());
         hub = Some(handle);
     }
+    let stream = match config.modules.cloud_stream.enable {
+        true => {
+            Some(cloud_stream(&config, &mut runtime, &hub, kubeconfig.as_deref(), &dialer).await?)
+        }
+        false => None,
+    };
     let mut controller = None;
     if config.modules.edge_controller.enable && kubeconfig.is_none() {
         tracing::warn!(
@@ -157,7 +165,38 @@ pub async fn start_with(
         api,
         controller,
         kubeconfig,
+        stream,
     })
+}
+
+/// Binds `modules.cloudStream` and registers it: nodes looked up in the Kubernetes API at
+/// `kubeconfig`, their kubelet APIs reached through cloudhub. Returns the bound address.
+async fn cloud_stream(
+    config: &Config,
+    runtime: &mut beehive::Runtime,
+    hub: &Option<cloudhub::Handle>,
+    kubeconfig: Option<&std::path::Path>,
+    dialer: &Arc<dialer::HubDialer>,
+) -> anyhow::Result<SocketAddr> {
+    let (Some(_), Some(path)) = (hub, kubeconfig) else {
+        anyhow::bail!(
+            "modules.cloudStream needs modules.cloudHub (the nodes' links) and a Kubernetes API (kubeAPIConfig.kubeConfig or modules.apiServer)"
+        );
+    };
+    let client = kube_client(path).await?;
+    let stream = &config.modules.cloud_stream;
+    let (module, addr) =
+        stream::CloudStream::bind(stream, &config.modules.cloud_hub, dialer.clone(), client)
+            .await
+            .context("starting modules.cloudStream")?;
+    runtime.register(module);
+    tracing::info!(
+        %addr,
+        client_ca = %stream.client_ca_file.display(),
+        cert = %stream.tls_stream_cert_file.display(),
+        "cloudStream: the nodes' kubelet APIs for kube-apiserver"
+    );
+    Ok(addr)
 }
 
 /// Says where the files an operator looks for are: the CAs, the certificates, the admin
@@ -226,6 +265,11 @@ impl Running {
     /// cloudhub's handle (bound addresses, CA, counters), if enabled.
     pub fn hub(&self) -> Option<&cloudhub::Handle> {
         self.hub.as_ref()
+    }
+
+    /// Where `modules.cloudStream` listens, if enabled.
+    pub fn stream_addr(&self) -> Option<SocketAddr> {
+        self.stream
     }
 
     /// A context for sending into the module runtime.

@@ -35,6 +35,8 @@ pub struct Modules {
     pub lw_proxy: lwproxy::Config,
     /// The node's pods on containerd.
     pub edged: edged::Config,
+    /// The cloud's kubelet API streams forwarded to a native kubelet (instead of edged).
+    pub edge_stream: crate::edgestream::Config,
 }
 
 pub const API_VERSION: &str = "edgecore.config.kubeedge.io/v1alpha2";

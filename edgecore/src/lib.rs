@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod config;
+pub mod edgestream;
 mod tunnels;
 
 use std::net::SocketAddr;
@@ -46,11 +47,13 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
     runtime.register(meta_module);
     let mut hub = None;
     let kubelet_api = tunnels::KubeletApi::default();
+    let forward = kubelet_forward(&config)?;
     if config.modules.edge_hub.enable {
         let hub_config = config.modules.edge_hub.clone();
         let (module, handle) = edgehub::EdgeHub::new(hub_config, meta.clone(), downstream)
             .context("starting modules.edgeHub")?;
-        let module = module.with_tunnels(tunnels::server(kubelet_api.clone(), shutdown.clone()));
+        let server = tunnels::server(kubelet_api.clone(), forward, shutdown.clone());
+        let module = module.with_tunnels(server);
         let files = &config.modules.edge_hub;
         tracing::info!(
             node_id = handle.node(),
@@ -112,6 +115,25 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         hub,
         proxy,
     })
+}
+
+/// The forward to a native kubelet, with `modules.edgeStream` on (and edged off).
+fn kubelet_forward(config: &Config) -> anyhow::Result<Option<Arc<edgestream::Forward>>> {
+    let stream = &config.modules.edge_stream;
+    if !stream.enable {
+        return Ok(None);
+    }
+    if config.modules.edged.enable {
+        anyhow::bail!(
+            "modules.edgeStream forwards the kubelet API to a native kubelet, and modules.edged serves it itself: enable one of them"
+        );
+    }
+    let forward = edgestream::Forward::new(stream).context("starting modules.edgeStream")?;
+    tracing::info!(
+        endpoint = %stream.kubelet_endpoint,
+        "the cloud's kubelet API streams go to the native kubelet"
+    );
+    Ok(Some(Arc::new(forward)))
 }
 
 /// The node's metrics: edgehub's link state, lwproxy's refusals and the depth of

@@ -15,6 +15,8 @@ use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+pub use crate::server::streams::relay::{RelayError, relay};
+
 /// A stream to one node's kubelet API.
 pub trait NodeStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 

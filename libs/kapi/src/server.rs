@@ -49,7 +49,7 @@ mod query;
 mod read;
 mod render;
 mod select;
-mod streams;
+pub(crate) mod streams;
 mod subresource;
 mod token;
 mod watch;

@@ -10,6 +10,9 @@
 //! `kubectl port-forward` (MB/s) beside the same read from the pod's IP. Needs root,
 //! containerd, runc, the CNI plugins, busybox-static and kubectl (as the edged tests do).
 //!
+//! Last (`updates`, [`updates`]): configmap updates to the node timed alone and beside a
+//! `logs -f` of a pod writing fast. `--scenarios` picks some (default all).
+//!
 //! `cargo build --release -p e2e --bin streambench --bin e2e-edgecore && target/release/streambench`
 
 use std::io::BufRead as _;
@@ -34,6 +37,9 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+#[path = "streambench/updates.rs"]
+mod updates;
+
 #[derive(Parser)]
 struct Args {
     /// `kubectl exec` runs (and as many `kubectl get --raw /healthz`).
@@ -51,6 +57,22 @@ struct Args {
     /// Rounds of each throughput figure (the median is printed).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Which figures: exec, logs, forward, updates.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "exec,logs,forward,updates"
+    )]
+    scenarios: Vec<String>,
+    /// Configmap updates per round of the `updates` scenario.
+    #[arg(long, default_value_t = 10_000)]
+    updates: usize,
+    /// Configmaps they are spread over (one writer each).
+    #[arg(long, default_value_t = 10)]
+    update_configmaps: usize,
+    /// The followed pod writes 1 MiB of log, then sleeps this long.
+    #[arg(long, default_value_t = 50)]
+    follow_pause_ms: u64,
 }
 
 const NODE: &str = "stream-edge";
@@ -79,6 +101,9 @@ async fn run(args: &Args, containerd: &Containerd) -> anyhow::Result<()> {
     let edged = &mut config.modules.edged;
     // The whole log in one file: the kubelet serves only the newest after a rotation.
     edged.container_log_max_size = 4 * (args.log_mib + 16) * 1024 * 1024;
+    // lwproxy on a known port: the `updates` figures read what the node holds there.
+    let lwproxy = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    config.modules.lw_proxy.server = lwproxy;
     let bin = std::env::current_exe()?.with_file_name("e2e-edgecore");
     anyhow::ensure!(bin.exists(), "build e2e-edgecore too: {}", bin.display());
     let edgecore = e2e::spawn_edgecore(bin.to_str().context("path")?, &config, dir.path());
@@ -92,9 +117,20 @@ async fn run(args: &Args, containerd: &Containerd) -> anyhow::Result<()> {
         .context("the embedded control plane writes a kubeconfig")?
         .to_path_buf();
 
-    exec_figures(args, &kubeconfig, containerd).await?;
-    log_figures(args, &pods, &log).await?;
-    forward_figures(args, &pods, &kubeconfig).await?;
+    let wanted = |s: &str| args.scenarios.iter().any(|w| w == s);
+    if wanted("exec") {
+        exec_figures(args, &kubeconfig, containerd).await?;
+    }
+    if wanted("logs") {
+        log_figures(args, &pods, &log).await?;
+    }
+    if wanted("forward") {
+        forward_figures(args, &pods, &kubeconfig).await?;
+    }
+    if wanted("updates") {
+        let edge = updates::edge_client(lwproxy)?;
+        updates::update_figures(args, &cloud.kube().await, &edge).await?;
+    }
 
     drop(edgecore);
     cloud.stop().await;
