@@ -146,6 +146,31 @@ impl LocalBackend {
     }
 }
 
+/// The REST layer on a fresh store at `path` with the built-in kinds and the `default`
+/// namespace, every request made as `system:admin`: how tests drive the API in process
+/// (`kapi::router(api)` as a `kube::Client`'s service), without a server. Also returns the
+/// store's writer.
+pub async fn admin_api(path: &std::path::Path) -> Result<(crate::Api, Arc<Writer>), ApiError> {
+    let store = Writer::open(path, Default::default())
+        .map_err(|e| ApiError::internal(format!("opening {}: {e}", path.display())))?;
+    let store = Arc::new(store);
+    let registry = Registry::new(apimachinery::catalog::builtins());
+    let backend = LocalBackend::new(store.clone(), registry.clone(), Default::default());
+    backend.ensure_namespaces(&["default"]).await?;
+    let api = crate::Api {
+        registry,
+        store: store.reader(),
+        backend,
+        version: serde_json::json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0"}),
+        default_user: Some(crate::User {
+            name: "system:admin".into(),
+            groups: vec!["system:masters".into()],
+        }),
+        authorizer: None,
+    };
+    Ok((api, store))
+}
+
 impl Drop for LocalBackend {
     fn drop(&mut self) {
         self.core.shut_down();

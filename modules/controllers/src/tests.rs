@@ -20,23 +20,9 @@ type Watches = Arc<Mutex<HashMap<String, usize>>>;
 
 /// A client of an in-process API server that counts the watches opened through it.
 async fn api(dir: &tempfile::TempDir) -> (kube::Client, Watches, Arc<objstore::Writer>) {
-    let writer = objstore::Writer::open(dir.path().join("store.db"), Default::default());
-    let store = Arc::new(writer.unwrap());
-    let registry = kapi::Registry::new(apimachinery::catalog::builtins());
-    let backend =
-        kapi::local::LocalBackend::new(store.clone(), registry.clone(), Default::default());
-    backend.ensure_namespaces(&["default"]).await.unwrap();
-    let api = kapi::Api {
-        registry,
-        store: store.reader(),
-        backend,
-        version: json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0"}),
-        default_user: Some(kapi::User {
-            name: "system:admin".into(),
-            groups: vec!["system:masters".into()],
-        }),
-        authorizer: None,
-    };
+    let (api, store) = kapi::local::admin_api(&dir.path().join("store.db"))
+        .await
+        .unwrap();
     let watches: Watches = Arc::default();
     let counted = watches.clone();
     let router = kapi::router(api).layer(axum::middleware::from_fn(

@@ -44,23 +44,9 @@ async fn harness() -> Harness {
 /// edged's supervisor on `runtime` (the harness's fake runtime when `None`).
 pub(crate) async fn harness_on(runtime: Option<Arc<dyn cri::Runtime>>) -> Harness {
     let dir = tempfile::tempdir().unwrap();
-    let writer = objstore::Writer::open(dir.path().join("store.db"), Default::default());
-    let store = Arc::new(writer.unwrap());
-    let registry = kapi::Registry::new(apimachinery::catalog::builtins());
-    let backend =
-        kapi::local::LocalBackend::new(store.clone(), registry.clone(), Default::default());
-    backend.ensure_namespaces(&["default"]).await.unwrap();
-    let api = kapi::Api {
-        registry,
-        store: store.reader(),
-        backend,
-        version: json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0"}),
-        default_user: Some(kapi::User {
-            name: "system:admin".into(),
-            groups: vec!["system:masters".into()],
-        }),
-        authorizer: None,
-    };
+    let (api, store) = kapi::local::admin_api(&dir.path().join("store.db"))
+        .await
+        .unwrap();
     let (statuses_flow, gate) = watch::channel(true);
     let router = kapi::router(api).layer(axum::middleware::from_fn(
         move |req: axum::extract::Request, next: axum::middleware::Next| {
