@@ -51,6 +51,9 @@ pub const HASH_ANNOTATION: &str = "apps.kubeedge.io/applied-template-hash";
 /// How often an application whose objects are all available is reconciled anyway.
 const RESYNC: Duration = Duration::from_secs(300);
 
+/// How many objects of one application are applied at once.
+const APPLY_CONCURRENCY: usize = 16;
+
 /// How soon an application with objects still processing is looked at again.
 const PROCESSING_RECHECK: Duration = Duration::from_secs(2);
 
@@ -185,14 +188,24 @@ async fn reconcile(app: Arc<EdgeApplication>, ctx: Arc<Ctx>) -> Result<Action, E
     let mut available = Vec::new();
     let mut failed_io = 0;
     let desired = std::mem::take(&mut plan.desired);
-    for mut d in desired {
-        match ctx.ensure(&mut d, &owner).await {
-            Ok(Some(true)) => {
+    let ensured: Vec<_> = futures::stream::iter(desired)
+        .map(|mut d| {
+            let (ctx, owner) = (&ctx, &owner);
+            async move {
+                let r = ctx.ensure(&mut d, owner).await;
+                (d, r)
+            }
+        })
+        .buffered(APPLY_CONCURRENCY)
+        .collect()
+        .await;
+    for (d, r) in ensured {
+        match r {
+            Ok(true) => {
                 available.push(d.id.clone());
                 plan.desired.push(d);
             }
-            Ok(Some(false)) => plan.desired.push(d),
-            Ok(None) => {}
+            Ok(false) => plan.desired.push(d),
             Err(reason) => {
                 failed_io += 1;
                 plan.failed.push(Failed { id: d.id, reason });
@@ -245,10 +258,9 @@ fn error_policy(app: Arc<EdgeApplication>, e: &Error, ctx: Arc<Ctx>) -> Action {
 // === impl Ctx ===
 
 impl Ctx {
-    /// Makes `d` exist as planned, applying it only when it differs from what was applied.
-    /// `Some(available)` once applied, `None` when nothing is to be reported for it,
-    /// `Err` with a reason when it cannot be applied.
-    async fn ensure(&self, d: &mut Desired, owner: &Value) -> Result<Option<bool>, String> {
+    /// Makes `d` exist as planned, applying it only when it differs from what was applied:
+    /// whether it is available, or why it cannot be applied.
+    async fn ensure(&self, d: &mut Desired, owner: &Value) -> Result<bool, String> {
         let (resource, namespaced) = self.resolve(&d.id).await?;
         if !namespaced {
             return Err(format!(
@@ -269,7 +281,7 @@ impl Ctx {
             if let Some(current) = self.stored(&d.id) {
                 check_owner(&current, owner_uid)?;
                 if current["metadata"]["annotations"][HASH_ANNOTATION] == hash.as_str() {
-                    return Ok(Some(plan::available(&current)));
+                    return Ok(plan::available(&current));
                 }
             }
         } else {
@@ -280,7 +292,7 @@ impl Ctx {
                 .get(&key)
                 .is_some_and(|(h, at)| *h == hash && at.elapsed() < RESYNC);
             if fresh {
-                return Ok(Some(true));
+                return Ok(true);
             }
         }
         let api = self.api(&resource, &d.id.namespace);
@@ -303,9 +315,9 @@ impl Ctx {
                 .expect("applied lock")
                 .insert(key, (hash, Instant::now()));
         }
-        Ok(Some(plan::available(
+        Ok(plan::available(
             &serde_json::to_value(applied).unwrap_or_default(),
-        )))
+        ))
     }
 
     /// The stored workload named by `id`, as JSON.
