@@ -643,3 +643,83 @@ async fn a_group_named_twice_or_named_like_the_application_makes_one_copy_each()
     assert_ne!(shop, web, "the copies' selectors differ");
     cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statefulsets_and_daemonsets_are_copied_per_group_and_a_node_joining_a_group_gets_its_pods()
+{
+    let pki = Pki::new();
+    let cloud = cloud(&pki).await;
+    let client = cloud.kube().await;
+    setup(
+        &client,
+        &[("n1", "g1"), ("n2", "g1"), ("n3", "g2"), ("n4", "g3")],
+    )
+    .await;
+    let apps = edgeapps(&client, "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let template = |app: &str| {
+        json!({"metadata": {"labels": {"app": app}},
+               "spec": {"containers": [{"name": app, "image": format!("registry.local/{app}:1")}]}})
+    };
+    let app: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apps.kubeedge.io/v1alpha1", "kind": "EdgeApplication",
+        "metadata": {"name": "site"},
+        "spec": {
+            "workloadTemplate": {"manifests": [
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+                 "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": template("agent")}},
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+                 "spec": {"serviceName": "db", "replicas": 1, "podManagementPolicy": "Parallel",
+                          "selector": {"matchLabels": {"app": "db"}}, "template": template("db")}},
+            ]},
+            "workloadScope": {"targetNodeGroups": [
+                {"name": "g1", "overriders": {"replicas": 2}},
+                {"name": "g2"},
+            ]},
+        },
+    }))
+    .unwrap();
+    apps.create(&PostParams::default(), &app).await.unwrap();
+    let on = |app: &'static str, target: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let lp = ListParams::default().labels(&format!("app={app},{TARGET}={target}"));
+            let mut nodes: Vec<String> = pods
+                .list(&lp)
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|p| p.spec.and_then(|s| s.node_name))
+                .collect();
+            nodes.sort();
+            nodes
+        }
+    };
+    eventually(
+        "the agent runs on every node of g1 and g2, the db per group",
+        WAIT,
+        || async {
+            on("agent", "g1").await == ["n1", "n2"]
+                && on("agent", "g2").await == ["n3"]
+                && on("db", "g1").await.len() == 2
+                && on("db", "g1").await.iter().all(|n| n == "n1" || n == "n2")
+                && on("db", "g2").await == ["n3"]
+        },
+    )
+    .await;
+    assert!(on("agent", "g3").await.is_empty(), "g3 is not a target");
+
+    // A node that joins g1 gets the group's DaemonSet pod through the DaemonSet controller.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let join = json!({"metadata": {"labels": {BELONGING_TO: "g1"}}});
+    nodes
+        .patch("n4", &PatchParams::default(), &Patch::Merge(&join))
+        .await
+        .unwrap();
+    eventually("n4 runs g1's agent", WAIT, || async {
+        on("agent", "g1").await == ["n1", "n2", "n4"]
+    })
+    .await;
+    cloud.stop().await;
+}
