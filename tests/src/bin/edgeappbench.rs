@@ -79,7 +79,7 @@ async fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     apps.create(&PostParams::default(), &app).await?;
     let (mut created, mut reported, mut counted) = (None, None, None);
-    while counted.is_none() {
+    while counted.is_none() || reported.is_none() {
         anyhow::ensure!(
             start.elapsed() < Duration::from_secs(args.timeout),
             "not done after {}s",
@@ -114,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
             .flatten()
             .filter(|s| s["conditions"] == "Available")
             .count();
-        if available >= args.groups {
+        if available >= args.groups && counted.is_none() {
             counted = Some(start.elapsed());
         }
     }
