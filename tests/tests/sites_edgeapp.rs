@@ -17,10 +17,9 @@ use serde_json::{Value, json};
 use testkit::eventually;
 
 const WAIT: Duration = Duration::from_secs(40);
-/// The garbage collector learns new kinds (the EdgeApplication CRD applied at start) by
-/// rediscovery, every minute: the first collection of an EdgeApplication's objects may wait
-/// for it.
-const GC_WAIT: Duration = Duration::from_secs(100);
+/// The garbage collector learns a new kind (the EdgeApplication CRD applied at start) as soon
+/// as its CRD is established, not at its next minutely rediscovery.
+const GC_WAIT: Duration = Duration::from_secs(20);
 const BELONGING_TO: &str = "apps.kubeedge.io/belonging-to";
 const TARGET: &str = "apps.kubeedge.io/edgeapplication-target";
 

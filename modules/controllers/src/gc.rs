@@ -1,5 +1,5 @@
 //! The garbage collector, as kube-controller-manager's: it watches the metadata of every
-//! resource the API serves (found by discovery, again every minute for new CRDs) and keeps a
+//! resource the API serves (found by discovery, again every minute and whenever a CRD changes) and keeps a
 //! graph of owner references. A dependent whose owners are all gone is deleted (background);
 //! one with other owners left loses the dangling reference. An owner being deleted in the
 //! foreground (`foregroundDeletion` finalizer) has its dependents deleted first, then loses
@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
 use kube::core::PartialObjectMeta;
@@ -54,11 +55,18 @@ pub async fn run(stores: reconciler::Stores, shutdown: CancellationToken) {
     let mut unsynced: HashSet<String> = HashSet::new();
     let mut graph = Graph::default();
     let mut discover = tokio::time::interval(Duration::from_secs(60));
+    // A new or newly established CRD is discovered at once, not at the next minute.
+    let crds_changed = Arc::new(tokio::sync::Notify::new());
+    let notify = crds_changed.clone();
+    stores
+        .cache::<CustomResourceDefinition>()
+        .subscribe(move |_| notify.notify_one());
     let mut work = tokio::time::interval(Duration::from_millis(200));
     work.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
+            _ = crds_changed.notified() => discover.reset_immediately(),
             _ = discover.tick() => {
                 match Discovery::new(client.clone()).run().await {
                     Ok(d) => {
