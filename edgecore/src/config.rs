@@ -35,6 +35,9 @@ pub struct Modules {
     pub lw_proxy: lwproxy::Config,
     /// The node's pods on containerd.
     pub edged: edged::Config,
+    /// Cluster DNS at the edge.
+    #[serde(rename = "edgeDNS")]
+    pub edge_dns: edgedns::Config,
 }
 
 pub const API_VERSION: &str = "edgecore.config.kubeedge.io/v1alpha2";
