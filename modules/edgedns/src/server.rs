@@ -83,7 +83,10 @@ impl Handler {
         let qtype = info.query.query_type();
         let (answer, soa) = {
             let zone = self.zone.read().unwrap_or_else(|e| e.into_inner());
-            (zone.lookup(&name, qtype), zone.soa())
+            let answer = zone.lookup(&name, qtype);
+            // Only a negative answer carries the SOA: no work for the others.
+            let negative = matches!(answer, Answer::NoData | Answer::NxDomain);
+            (answer, negative.then(|| zone.soa()))
         };
         match answer {
             Answer::Records {
@@ -154,10 +157,10 @@ impl Reply {
     }
 
     /// NXDOMAIN or NODATA from the zone, with its SOA.
-    fn negative(code: ResponseCode, soa: Record) -> Reply {
+    fn negative(code: ResponseCode, soa: Option<Record>) -> Reply {
         Reply {
             authoritative: true,
-            authority: vec![soa],
+            authority: soa.into_iter().collect(),
             ..Reply::code(code)
         }
     }

@@ -11,6 +11,7 @@
 //!   Service name (cluster IP) or at each endpoint's name (headless).
 //! - PTR for each cluster IP and each headless endpoint address.
 //! - `<a-b-c-d>.<ns>.pod.<domain>`: A of that address (CoreDNS's `pods insecure`).
+//! - `dns-version.<domain>`: TXT `1.1.0`, the specification's schema version.
 //! - A name in the zone that nothing owns is NXDOMAIN; a name that exists (or has names below
 //!   it, like `<ns>.svc.<domain>`) without records of the asked type is NODATA. Both carry the
 //!   zone's SOA in the authority section.
@@ -18,7 +19,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use hickory_proto::rr::rdata::{A, AAAA, CNAME, PTR, SOA, SRV};
+use hickory_proto::rr::rdata::{A, AAAA, CNAME, PTR, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 
 use crate::objects::{Service, ServiceKind, Slice};
@@ -38,6 +39,9 @@ pub(crate) enum Answer {
     /// Not a name of the zone, nor a reverse name it knows: forward it.
     NotOurs,
 }
+
+/// The Kubernetes DNS specification's schema version (`dns-version.<domain>` TXT).
+const DNS_SCHEMA_VERSION: &str = "1.1.0";
 
 /// A Service's namespace and name.
 type ServiceId = (String, String);
@@ -154,6 +158,22 @@ impl Zone {
         if *name == self.apex {
             return match qtype {
                 RecordType::SOA | RecordType::ANY => records(vec![self.soa()]),
+                _ => Answer::NoData,
+            };
+        }
+        if name.num_labels() == self.apex.num_labels() + 1
+            && name.iter().next() == Some(b"dns-version".as_slice())
+        {
+            // The schema version of the Kubernetes DNS specification answered here.
+            return match qtype {
+                RecordType::TXT | RecordType::ANY => {
+                    let txt = TXT::new(vec![DNS_SCHEMA_VERSION.to_owned()]);
+                    records(vec![Record::from_rdata(
+                        name.clone(),
+                        self.ttl,
+                        RData::TXT(txt),
+                    )])
+                }
                 _ => Answer::NoData,
             };
         }

@@ -310,3 +310,10 @@ fn the_soa_serial_moves_with_every_change() {
     zone.set_service("default", "redis", None);
     assert!(serial(&zone) > before);
 }
+
+#[test]
+fn the_zone_tells_its_dns_schema_version() {
+    let zone = zone();
+    let n = name("dns-version.cluster.local");
+    assert_eq!(data(&zone.lookup(&n, RecordType::TXT)), ["1.1.0"]);
+}
