@@ -335,6 +335,44 @@ async fn a_closed_headless_service_answers_only_endpoints_this_node_may_reach() 
 }
 
 #[tokio::test]
+async fn a_closed_headless_service_follows_where_this_node_stands() {
+    let f = start(None).await;
+    let mut client = udp(f.udp).await;
+    // The node's own Node changes (here: the store now says it is n2): the site filter's
+    // inputs moved, and the zone is read again under the new filter.
+    f.writer
+        .delete(&ObjKey::new("nodes", "", "n1"))
+        .await
+        .unwrap();
+    let node = json!({ "apiVersion": "v1", "kind": "Node", "metadata": { "name": "n2" } });
+    put(&f.writer, "nodes", node).await;
+    testkit::eventually("the closed Service shows n2's endpoint", WAIT, || {
+        let mut client = client.clone();
+        async move {
+            let local = ask(
+                &mut client,
+                "local.default.svc.cluster.local.",
+                RecordType::A,
+            )
+            .await;
+            addresses(&local) == ["10.244.2.6"]
+        }
+    })
+    .await;
+    let open = ask(
+        &mut client,
+        "cache.default.svc.cluster.local.",
+        RecordType::A,
+    )
+    .await;
+    assert_eq!(
+        addresses(&open),
+        ["10.244.1.5", "10.244.2.6"],
+        "open Services are unchanged"
+    );
+}
+
+#[tokio::test]
 async fn other_names_are_forwarded_and_answered_from_the_cache_within_their_ttl() {
     let f = start(None).await;
     let mut client = udp(f.udp).await;
