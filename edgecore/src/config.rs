@@ -37,6 +37,9 @@ pub struct Modules {
     pub edged: edged::Config,
     /// The cloud's kubelet API streams forwarded to a native kubelet (instead of edged).
     pub edge_stream: crate::edgestream::Config,
+    /// Cluster DNS at the edge.
+    #[serde(rename = "edgeDNS")]
+    pub edge_dns: edgedns::Config,
 }
 
 pub const API_VERSION: &str = "edgecore.config.kubeedge.io/v1alpha2";

@@ -33,6 +33,7 @@ pub struct Running {
     meta: metamanager::Handle,
     hub: Option<edgehub::Handle>,
     proxy: Option<lwproxy::Handle>,
+    dns: Option<edgedns::Handle>,
 }
 
 /// Starts edgecore: every enabled module and listener. Returns once all listeners are bound.
@@ -79,6 +80,15 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         runtime.register(module);
         proxy = Some(handle);
     }
+    let mut dns = None;
+    if config.modules.edge_dns.enable {
+        let dns_config = config.modules.edge_dns.clone();
+        let (module, handle) = edgedns::EdgeDns::bind(dns_config, meta.reader())
+            .await
+            .context("starting modules.edgeDNS")?;
+        runtime.register(module);
+        dns = Some(handle);
+    }
     if config.modules.edged.enable {
         let Some(proxy) = &proxy else {
             anyhow::bail!(
@@ -90,7 +100,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
             .map(|h| h.node().to_string())
             .unwrap_or_default();
         let module = edged::Edged::new(
-            config.modules.edged.clone(),
+            edged_config(&config),
             node,
             meta.reader(),
             proxy.api(),
@@ -114,6 +124,7 @@ pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         meta,
         hub,
         proxy,
+        dns,
     })
 }
 
@@ -134,6 +145,18 @@ fn kubelet_forward(config: &Config) -> anyhow::Result<Option<Arc<edgestream::For
         "the cloud's kubelet API streams go to the native kubelet"
     );
     Ok(Some(Arc::new(forward)))
+}
+
+/// edged's settings: with edgeDNS on and no `clusterDNS` of its own, `ClusterFirst` pods get
+/// the node-local DNS address (and edgeDNS's domain) in their resolv.conf.
+fn edged_config(config: &Config) -> edged::Config {
+    let mut edged = config.modules.edged.clone();
+    let dns = &config.modules.edge_dns;
+    if dns.enable && edged.cluster_dns.is_empty() {
+        edged.cluster_dns = vec![dns.listen_address.ip().to_string()];
+        edged.cluster_domain = dns.cluster_domain.clone();
+    }
+    edged
 }
 
 /// The node's metrics: edgehub's link state, lwproxy's refusals and the depth of
@@ -246,6 +269,11 @@ impl Running {
         self.proxy.as_ref()
     }
 
+    /// edgedns's handle (its bound UDP and TCP addresses), if enabled.
+    pub fn dns(&self) -> Option<&edgedns::Handle> {
+        self.dns.as_ref()
+    }
+
     /// The edge store, as metamanager shares it.
     pub fn meta(&self) -> &metamanager::Handle {
         &self.meta
@@ -291,5 +319,30 @@ impl Daemon for EdgeCore {
 
     async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Running> {
         start(config, shutdown).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edged_points_cluster_first_pods_at_edge_dns_when_it_is_on() {
+        let mut config = Config::default();
+        assert!(
+            edged_config(&config).cluster_dns.is_empty(),
+            "off: unchanged"
+        );
+        config.modules.edge_dns.enable = true;
+        config.modules.edge_dns.cluster_domain = "edge.local".into();
+        let edged = edged_config(&config);
+        assert_eq!(edged.cluster_dns, ["169.254.20.10"]);
+        assert_eq!(edged.cluster_domain, "edge.local");
+        config.modules.edged.cluster_dns = vec!["10.96.0.10".into()];
+        assert_eq!(
+            edged_config(&config).cluster_dns,
+            ["10.96.0.10"],
+            "an operator's choice stays"
+        );
     }
 }

@@ -33,7 +33,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use filter::Mode;
-pub(crate) use filter::Place;
+pub use filter::Place;
 
 /// The store collections the filter reads.
 const NODES: &str = "nodes";
@@ -43,8 +43,9 @@ pub(crate) const ENDPOINT_SLICES: &str = "endpointslices.discovery.k8s.io";
 /// How long a follower waits before reading the store again after its watch failed.
 const FOLLOW_RETRY: Duration = Duration::from_secs(1);
 
-/// The filter's inputs as last computed, and the epoch.
-pub(crate) struct Closure {
+/// The filter's inputs as last computed, and the epoch. edgedns calls it too: a closed headless
+/// Service's DNS answers list the endpoints lwproxy would show.
+pub struct Closure {
     store: objstore::Store,
     tracked: Mutex<Tracked>,
     epoch: watch::Sender<u64>,
@@ -61,7 +62,7 @@ struct Tracked {
 
 /// Which object kind a response carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Served {
+pub enum Served {
     EndpointSlices,
     Endpoints,
 }
@@ -69,7 +70,7 @@ pub(crate) enum Served {
 // === impl Closure ===
 
 impl Closure {
-    pub(crate) fn new(store: objstore::Store) -> Arc<Closure> {
+    pub fn new(store: objstore::Store) -> Arc<Closure> {
         Arc::new(Closure {
             store,
             tracked: Mutex::default(),
@@ -83,13 +84,13 @@ impl Closure {
     }
 
     /// Follows the epoch's moves.
-    pub(crate) fn epochs(&self) -> watch::Receiver<u64> {
+    pub fn epochs(&self) -> watch::Receiver<u64> {
         self.epoch.subscribe()
     }
 
     /// Trims `obj` (an EndpointSlice or Endpoints, as JSON) to what this node is shown; true
     /// when something was removed. `place` is where this node stands, read once per answer.
-    pub(crate) async fn filter(
+    pub async fn filter(
         &self,
         served: Served,
         obj: &mut Value,
@@ -134,7 +135,7 @@ impl Closure {
 
     /// Keeps the epoch up to date with the store's Nodes, NodeGroups and Services until
     /// `shutdown`, so that idle watches end when their content goes stale.
-    pub(crate) async fn follow(self: Arc<Self>, shutdown: CancellationToken) {
+    pub async fn follow(self: Arc<Self>, shutdown: CancellationToken) {
         let one = |resource: &'static str| {
             let this = self.clone();
             async move {

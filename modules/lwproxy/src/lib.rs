@@ -43,6 +43,7 @@ use tokio_util::task::TaskTracker;
 use crate::backend::Forwarder;
 use crate::subscribe::Subscriptions;
 
+pub use closure::{Closure, Place, Served};
 pub use config::Config;
 pub use error::LwProxyError;
 pub use refusals::Refusals;

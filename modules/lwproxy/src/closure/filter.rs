@@ -35,7 +35,7 @@ pub(crate) enum Mode {
 
 /// Where this node stands, as the edge store last said.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Place {
+pub struct Place {
     /// This node's name.
     pub node: String,
     /// Its `topology.kubernetes.io/zone` label.
