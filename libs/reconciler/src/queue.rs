@@ -1,4 +1,5 @@
-//! A controller's work queue: keys to reconcile, each at most once in the queue, one at a time;
+//! A controller's work queue: keys to reconcile, each at most once in the queue and never
+//! twice at the same time (a few different keys at once, [`WORKERS`]);
 //! what a reconcile returns ([`Action`]) says when to look again, and a failure is retried
 //! after an exponential back-off per key (reset by the next success). [`WorkQueue`] is the pure
 //! bookkeeping, driven by an explicit `now`; [`work`] the loop around it.
@@ -7,6 +8,8 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Display;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -43,10 +46,18 @@ pub struct Receiver {
 #[derive(Debug)]
 pub struct Closed;
 
+/// How many keys a [`work`] loop reconciles at once (kube-controller-manager's
+/// `--concurrent-*-syncs` default for most workload controllers).
+pub const WORKERS: usize = 5;
+
 /// Keys waiting: ready now, or due later.
 pub struct WorkQueue {
     ready: VecDeque<String>,
     queued: HashSet<String>,
+    /// Keys being reconciled now.
+    running: HashSet<String>,
+    /// Keys queued while being reconciled: ready again once that reconcile ends.
+    dirty: HashSet<String>,
     delayed: BTreeSet<(Instant, String)>,
     due: HashMap<String, Instant>,
     /// Failures in a row per key.
@@ -60,8 +71,9 @@ pub fn queue() -> (Queue, Receiver) {
     (Queue { tx }, Receiver { rx })
 }
 
-/// Runs `reconcile` for each key sent to the queue, one at a time, until shutdown, rescheduling
-/// each by its [`Action`] and retrying failures with [`Backoff::DEFAULT`].
+/// Runs `reconcile` for each key sent to the queue, [`WORKERS`] different keys at once, until
+/// shutdown, rescheduling each by its [`Action`] and retrying failures with
+/// [`Backoff::DEFAULT`].
 pub async fn work<F, Fut, E>(
     rx: Receiver,
     what: &'static str,
@@ -88,30 +100,33 @@ pub async fn work_with<F, Fut, E>(
     E: Display,
 {
     let mut queue = WorkQueue::new(backoff);
+    let mut running = FuturesUnordered::new();
     loop {
         while let Ok(sent) = rx.rx.try_recv() {
             queue.take(sent);
         }
-        if let Some(k) = queue.pop(Instant::now()) {
-            let outcome = match reconcile(k.clone()).await {
-                Ok(action) => Ok(action),
-                Err(e) => {
-                    tracing::info!(object = %k, controller = what, error = %e, "reconcile failed; retrying");
-                    Err(())
-                }
+        while running.len() < WORKERS {
+            let Some(k) = queue.pop(Instant::now()) else {
+                break;
             };
-            queue.finished(&k, outcome, Instant::now());
-            continue;
+            let done = reconcile(k.clone());
+            running.push(async move { (k, done.await) });
         }
         let due = queue.next_due();
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => return,
+            Some((k, outcome)) = running.next(), if !running.is_empty() => {
+                let outcome = outcome.map_err(|e| {
+                    tracing::info!(object = %k, controller = what, error = %e, "reconcile failed; retrying");
+                });
+                queue.finished(&k, outcome, Instant::now());
+            }
             sent = rx.rx.recv() => match sent {
                 Some(sent) => queue.take(sent),
                 None => return,
             },
-            _ = sleep_until(due), if due.is_some() => {}
+            _ = sleep_until(due), if due.is_some() && running.len() < WORKERS => {}
         }
     }
 }
@@ -187,6 +202,8 @@ impl WorkQueue {
         WorkQueue {
             ready: VecDeque::new(),
             queued: HashSet::new(),
+            running: HashSet::new(),
+            dirty: HashSet::new(),
             delayed: BTreeSet::new(),
             due: HashMap::new(),
             failures: HashMap::new(),
@@ -194,10 +211,15 @@ impl WorkQueue {
         }
     }
 
-    /// Queues `key` now; one already ready stays where it is, one due later is made ready.
+    /// Queues `key` now; one already ready stays where it is, one due later is made ready, one
+    /// being reconciled is ready again when that ends.
     pub fn add(&mut self, key: String) {
         if let Some(at) = self.due.remove(&key) {
             self.delayed.remove(&(at, key.clone()));
+        }
+        if self.running.contains(&key) {
+            self.dirty.insert(key);
+            return;
         }
         if self.queued.insert(key.clone()) {
             self.ready.push_back(key);
@@ -225,12 +247,11 @@ impl WorkQueue {
                 break;
             };
             self.due.remove(&key);
-            if self.queued.insert(key.clone()) {
-                self.ready.push_back(key);
-            }
+            self.add(key);
         }
         let key = self.ready.pop_front()?;
         self.queued.remove(&key);
+        self.running.insert(key.clone());
         Some(key)
     }
 
@@ -242,6 +263,10 @@ impl WorkQueue {
     /// Records how the reconcile of `key` ended at `now`: a success's action is followed and
     /// resets the back-off; a failure retries after the back-off of its failures in a row.
     pub fn finished(&mut self, key: &str, outcome: Result<Action, ()>, now: Instant) {
+        self.running.remove(key);
+        if self.dirty.remove(key) {
+            self.add(key.to_string());
+        }
         match outcome {
             Ok(action) => {
                 self.failures.remove(key);

@@ -136,3 +136,61 @@ async fn the_work_loop_retries_a_failing_key_with_back_off_and_follows_requeues(
     assert_eq!(at("ticking"), [Duration::ZERO, secs(5), secs(10)]);
     assert!(queue.send("after".into()).is_err());
 }
+
+#[test]
+fn a_key_queued_while_it_is_reconciled_waits_for_that_reconcile_and_then_runs_once() {
+    let mut q = WorkQueue::new(Backoff::DEFAULT);
+    let t0 = Instant::now();
+    q.add("a".into());
+    q.add("b".into());
+    assert_eq!(q.pop(t0).as_deref(), Some("a"));
+    // Another key runs beside it; the same key does not.
+    q.add("a".into());
+    q.add("a".into());
+    q.add_at("a".into(), t0);
+    assert_eq!(q.pop(t0).as_deref(), Some("b"));
+    assert_eq!(q.pop(t0), None);
+    q.finished("a", Ok(Action::AwaitChange), t0);
+    assert_eq!(q.pop(t0).as_deref(), Some("a"));
+    assert_eq!(q.pop(t0), None);
+    q.finished("a", Ok(Action::AwaitChange), t0);
+    q.finished("b", Ok(Action::AwaitChange), t0);
+    assert_eq!(q.pop(t0), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_work_loop_reconciles_different_keys_at_once_and_never_one_key_twice() {
+    let (tx, rx) = queue();
+    let shutdown = CancellationToken::new();
+    let now = Arc::new(Mutex::new((0usize, 0usize, Vec::<String>::new())));
+    let seen = now.clone();
+    let stop = shutdown.clone();
+    let looped = tokio::spawn(work(rx, "test", stop, move |k| {
+        let seen = seen.clone();
+        async move {
+            {
+                let mut s = seen.lock().unwrap();
+                assert!(!s.2.contains(&k), "{k} reconciled twice at once");
+                s.2.push(k.clone());
+                s.0 += 1;
+                s.1 = s.1.max(s.2.len());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            seen.lock().unwrap().2.retain(|r| r != &k);
+            Ok::<_, std::convert::Infallible>(Action::AwaitChange)
+        }
+    }));
+    for i in 0..10 {
+        tx.send(format!("k{i}")).unwrap();
+    }
+    tx.send("k0".into()).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    tx.send("k0".into()).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (runs, most, _) = now.lock().unwrap().clone();
+    // Ten keys, k0 once more (sent while it ran); five at a time.
+    assert_eq!(runs, 11);
+    assert_eq!(most, WORKERS);
+    shutdown.cancel();
+    looped.await.unwrap();
+}
