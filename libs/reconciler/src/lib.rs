@@ -24,7 +24,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 use tokio_util::sync::CancellationToken;
 
-pub use queue::{Action, Backoff, Closed, Queue, Receiver, WORKERS, WorkQueue, queue, work, work_with};
+pub use queue::{
+    Action, Backoff, Closed, Queue, Receiver, WORKERS, WorkQueue, queue, work, work_with,
+};
 pub use slim::slim_pod;
 pub use store::{Cache, Change, queue_owner};
 pub use stores::{Stores, Watched};
