@@ -8,6 +8,9 @@ use apimachinery::ResourceInfo;
 #[derive(Clone, Default)]
 pub struct Registry {
     inner: Arc<RwLock<Vec<Arc<ResourceInfo>>>>,
+    /// The CustomResourceDefinitions stored at start have all been served once (kube's
+    /// `crd-informer-synced` post-start hook: it never fails again after that).
+    crds_synced: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Registry {
@@ -15,7 +18,19 @@ impl Registry {
     pub fn new(resources: Vec<ResourceInfo>) -> Registry {
         Registry {
             inner: Arc::new(RwLock::new(resources.into_iter().map(Arc::new).collect())),
+            crds_synced: Arc::default(),
         }
+    }
+
+    /// Whether the CRDs stored at start have all been served once.
+    pub(crate) fn crds_synced(&self) -> bool {
+        self.crds_synced.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Records that the CRDs stored at start have all been served.
+    pub(crate) fn mark_crds_synced(&self) {
+        self.crds_synced
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The resource at `group`/`version`/`plural`.

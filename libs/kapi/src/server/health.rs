@@ -8,7 +8,8 @@
 //! Only checks this plane really performs are listed: `ping` (the server answers), `log` (a
 //! log line can be written), `etcd` and, for readiness, `etcd-readiness` (the object store
 //! answers a read), and `poststarthook/crd-informer-synced` (every stored
-//! CustomResourceDefinition's resources are served).
+//! CustomResourceDefinition's resources are served; once true, true for good, as kube's
+//! post-start hook).
 
 use apimachinery::ApiError;
 use axum::body::Body;
@@ -175,7 +176,12 @@ pub(crate) async fn serve(
 }
 
 /// Every stored CRD's stored version is among the served resources.
+/// Like kube-apiserver's post-start hook, it passes for good once it has passed: a CRD created
+/// later is not served for a moment, and that must not fail liveness.
 async fn crds_served(api: &Api) -> Result<(), String> {
+    if api.registry.crds_synced() {
+        return Ok(());
+    }
     let listed = api
         .store
         .list(ListOptions::new(CRD_RESOURCE))
@@ -200,6 +206,7 @@ async fn crds_served(api: &Api) -> Result<(), String> {
             return Err(format!("{p}.{g}/{v} is not served yet"));
         }
     }
+    api.registry.mark_crds_synced();
     Ok(())
 }
 
@@ -217,4 +224,51 @@ fn text(code: StatusCode, body: String) -> Response<Body> {
         HeaderValue::from_static("nosniff"),
     );
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd(plural: &str) -> objstore::NewObject {
+        let value = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.example.com")},
+            "spec": {"group": "example.com", "names": {"plural": plural, "kind": "W"},
+                     "scope": "Namespaced", "versions": [{"name": "v1", "served": true}]},
+        });
+        objstore::NewObject {
+            uid: plural.into(),
+            resource_version: String::new(),
+            labels: Default::default(),
+            fields: Default::default(),
+            value: serde_json::to_vec(&value).unwrap().into(),
+        }
+    }
+
+    fn key(plural: &str) -> ObjKey {
+        ObjKey {
+            resource: CRD_RESOURCE.into(),
+            namespace: String::new(),
+            name: format!("{plural}.example.com"),
+        }
+    }
+
+    #[tokio::test]
+    async fn crds_served_waits_for_the_crds_stored_at_start_then_passes_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let (api, store) = crate::local::admin_api(&dir.path().join("s.db"))
+            .await
+            .unwrap();
+        // A CRD stored before the first check and not served: the check fails.
+        store.put(key("widgets"), crd("widgets")).await.unwrap();
+        let failed = crds_served(&api).await.unwrap_err();
+        assert!(failed.contains("widgets.example.com/v1"), "{failed}");
+        store.delete(&key("widgets")).await.unwrap();
+        crds_served(&api).await.unwrap();
+        // Once it passed, a CRD created later and not served yet does not fail it.
+        store.put(key("gadgets"), crd("gadgets")).await.unwrap();
+        crds_served(&api).await.unwrap();
+    }
 }
