@@ -50,6 +50,9 @@ pub async fn register_existing_crds(
             Err(e) => tracing::warn!(resource = %item.key, error = %e, "stored CRD not served"),
         }
     }
+    // What was stored at start is served: the API's `crd-informer-synced` check passes from
+    // now on (a CRD created later is served a moment after it is stored).
+    registry.mark_crds_synced();
     Ok(registered)
 }
 

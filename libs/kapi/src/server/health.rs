@@ -271,4 +271,18 @@ mod tests {
         store.put(key("gadgets"), crd("gadgets")).await.unwrap();
         crds_served(&api).await.unwrap();
     }
+
+    #[tokio::test]
+    async fn crds_served_passes_from_the_start_once_the_stored_crds_are_registered() {
+        let dir = tempfile::tempdir().unwrap();
+        let (api, store) = crate::local::admin_api(&dir.path().join("s.db"))
+            .await
+            .unwrap();
+        crate::local::register_existing_crds(&store.reader(), &api.registry)
+            .await
+            .unwrap();
+        // A CRD stored after start, before the first check and not served yet: still live.
+        store.put(key("gadgets"), crd("gadgets")).await.unwrap();
+        crds_served(&api).await.unwrap();
+    }
 }
