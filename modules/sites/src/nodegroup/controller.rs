@@ -23,8 +23,11 @@ use crate::{BELONGING_TO, FIELD_MANAGER};
 /// The finalizer that holds a deleted NodeGroup until its nodes are released.
 pub const FINALIZER: &str = "apps.kubeedge.io/nodegroup-controller";
 
-/// How long a reconciled group waits before it is looked at again with no change seen.
-const RESYNC: Duration = Duration::from_secs(600);
+/// How long a reconciled group waits before it is looked at again with no change seen. Short:
+/// a Node change is seen by the controller's trigger watch and by the node cache the reconcile
+/// reads through two watches, so a reconcile can run on a cache a moment behind its trigger and
+/// decide nothing; the next resync sees the change (one shared cache for both is the fix).
+const RESYNC: Duration = Duration::from_secs(10);
 
 /// The first and the longest wait before a failed reconcile is retried.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(300));
