@@ -136,6 +136,17 @@ impl Mailbox {
         self.rx.recv_many(buf, limit).await
     }
 
+    /// Drops every message until `shutdown` or until every sender is gone: the run of a
+    /// module that only serves or spawns work and is sent nothing it acts on.
+    pub async fn ignore_until(&mut self, shutdown: &CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                m = self.rx.recv() => if m.is_none() { return },
+            }
+        }
+    }
+
     /// A message if one is waiting, without waiting.
     pub fn try_recv(&mut self) -> Option<Message> {
         self.rx.try_recv().ok()

@@ -223,7 +223,7 @@ impl Module for Controllers {
                 ),
             );
         }
-        drain(mailbox, &shutdown).await;
+        mailbox.ignore_until(&shutdown).await;
         self.liveness.expected.store(0, Ordering::Release);
         stop.cancel();
         tasks.close();
@@ -270,16 +270,6 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Ignores messages until shutdown.
-async fn drain(mailbox: &mut Mailbox, shutdown: &CancellationToken) {
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            m = mailbox.recv() => if m.is_none() { return },
-        }
     }
 }
 

@@ -132,12 +132,7 @@ impl Module for Sites {
         if self.config.edge_application.enable {
             tasks.spawn(edgeapp::run(self.client.clone(), stop.clone()));
         }
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                m = mailbox.recv() => if m.is_none() { break },
-            }
-        }
+        mailbox.ignore_until(&shutdown).await;
         stop.cancel();
         tasks.close();
         tasks.wait().await;
